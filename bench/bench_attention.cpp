@@ -1,0 +1,63 @@
+// bench_attention: times attention_forward / attention_backward at GPT-2 small shapes, full causal
+// versus a sliding window, and prints effective GFLOP/s (counting only unmasked score entries).
+// Usage: bench_attention [B] [T] [window]   (defaults 4 1024 256; NH=12, C=768)
+#include <chrono>
+#include <ctime>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attention.h"
+
+namespace {
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// Process CPU time (all threads): less sensitive than wall time to other processes on the machine.
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+// Number of (query, key) pairs attended: sum over t of min(t+1, W).
+double pairs(int T, int W) {
+  double n = 0;
+  for (int t = 0; t < T; ++t) n += (W > 0 && W < t + 1) ? W : t + 1;
+  return n;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int B = argc > 1 ? std::atoi(argv[1]) : 4, T = argc > 2 ? std::atoi(argv[2]) : 1024;
+  const int W = argc > 3 ? std::atoi(argv[3]) : 256, NH = 12, C = 768, HS = C / NH;
+  std::vector<float> qkv((size_t)B * T * 3 * C), out((size_t)B * T * C), lse((size_t)B * NH * T);
+  std::vector<float> dout(out.size()), dqkv(qkv.size());
+  uint64_t s = 42;
+  auto rnd = [&] { s = s * 6364136223846793005ull + 1442695040888963407ull; return (float)((s >> 40) * 0x1p-24) - 0.5f; };
+  for (auto& x : qkv) x = rnd();
+  for (auto& x : dout) x = rnd();
+  double full_f = 0, full_b = 0;
+  for (int w : {0, W}) {
+    const int reps = 3;
+    ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);  // warm-up
+    double t0 = now(), c0 = cpu_now();
+    for (int r = 0; r < reps; ++r) ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);
+    const double tf = (now() - t0) / reps, cf = (cpu_now() - c0) / reps;
+    ms::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    t0 = now();
+    c0 = cpu_now();
+    for (int r = 0; r < reps; ++r)
+      ms::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    const double tb = (now() - t0) / reps, cb = (cpu_now() - c0) / reps;
+    const double np = pairs(T, w) * B * NH;
+    if (w == 0) { full_f = cf; full_b = cb; }
+    fmt::print("B={} T={} NH={} HS={} window={:4}: fwd {:7.2f} ms wall {:7.2f} ms cpu ({:5.1f} GFLOP/s wall)"
+               "  bwd {:7.2f} ms wall {:7.2f} ms cpu ({:5.1f} GFLOP/s wall)\n"
+               "    cpu time vs full: fwd {:.2f} bwd {:.2f}; attended pairs vs full {:.2f}\n",
+               B, T, NH, HS, w, tf * 1e3, cf * 1e3, 4.0 * HS * np / tf * 1e-9, tb * 1e3, cb * 1e3,
+               8.0 * HS * np / tb * 1e-9, cf / full_f, cb / full_b, pairs(T, w) / pairs(T, 0));
+  }
+  return 0;
+}

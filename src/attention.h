@@ -1,0 +1,29 @@
+// attention: causal multi-head self-attention, flash-style (FlashAttention-2 on the CPU).
+// Queries and keys are processed in 64-row tiles with an online softmax, so the TxT score matrix is
+// never materialised; memory is O(T) per head beyond the inputs. An optional sliding window W
+// restricts query t to keys max(0, t-W+1)..t, and key tiles entirely outside the window are
+// skipped, so the cost grows as T*W instead of T*T/2.
+// Guarantees: results are bit-identical for any number of OpenMP threads (each (b, h, query tile)
+// of the forward and each (b, h) of the backward is computed by one thread in a fixed order). The
+// hot loops use AVX-512 when the CPU has it and the baseline x86-64-v2 path otherwise; setting the
+// environment variable MS_KERNEL_ISA=generic (read once) forces the baseline path everywhere in
+// the fused kernels (layernorm, gelu, attention, cross_entropy), e.g. to reproduce results of a
+// machine without AVX-512. No heap allocation after the first call (per-thread scratch, grown once).
+#pragma once
+
+namespace ms {
+
+// qkv (B,T,3C): q = channels [0,C), k = [C,2C), v = [2C,3C); head h uses channels
+// [h*HS,(h+1)*HS) of each, HS = C/NH. Scores are scaled by 1/sqrt(HS).
+// window == 0: full causal (t attends 0..t); window = W > 0: t attends max(0,t-W+1)..t.
+// out (B,T,C) with head h at channels [h*HS,(h+1)*HS); lse (B,NH,T) = log-sum-exp of the scaled
+// scores of each query row, saved for the backward.
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window);
+
+// dqkv (B,T,3C) is OVERWRITTEN with the gradient wrt qkv, given dout (B,T,C) and the forward's
+// qkv, out and lse. Probabilities are recomputed from lse (FlashAttention-2 backward,
+// D_i = rowsum(dout_i * out_i)). Parallel over (b, h), so the writes are disjoint.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int C, int NH, int window);
+
+}  // namespace ms

@@ -1,0 +1,188 @@
+// gelu.cpp: see gelu.h. Row kernels are written once (always-inline) and compiled for AVX-512 and
+// for the x86-64-v2 baseline; the choice is made once per process.
+#include "gelu.h"
+
+#include <algorithm>  // std::min
+#include <bit>        // std::bit_cast
+#include <cstddef>    // size_t
+#include <cstdlib>    // std::getenv
+#include <cstring>    // std::memset
+#include <string_view>
+
+#include "aligned.h"  // AlignedBuffer
+#include "check.h"    // MS_CHECK
+
+#define MS_AI inline __attribute__((always_inline))
+#define MS_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
+
+namespace ms {
+namespace {
+
+constexpr int kRowChunk = 32;  // rows per partial sum of dbias (fixed: determinism)
+constexpr int kColBlock = 64;  // columns per task of the cross-chunk reduction
+constexpr float kK = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kA = 0.044715f;
+
+bool use_avx512() {
+  static const bool v = [] {
+    const char* e = std::getenv("MS_KERNEL_ISA");
+    if (e && std::string_view(e) == "generic") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma");
+  }();
+  return v;
+}
+
+float* thread_scratch(size_t n) {
+  thread_local AlignedBuffer<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Monotonic integer key of a float's bits (an involution): float order == signed int order of keys
+// (NaNs sort beyond the infinities).
+MS_AI int float_key(int bits) { return bits ^ ((bits >> 31) & 0x7FFFFFFF); }
+
+// exp(min(x, cap)) with <= 1.4 ulp error (Cephes expf polynomial) for -87 < x < 88.3; 0 below -88
+// (incl. -inf), ~2.2e38 above 88.3, NaN for NaN. The clamps are integer min/max on float_key, not
+// float selects: with trapping math, GCC would otherwise split the computation along the clamp
+// branches and the loop would not vectorise on the baseline ISA (no AVX-512 masking).
+MS_AI float exp_approx(float x, float cap = 88.3f) {
+  const int lo = float_key(std::bit_cast<int>(-88.0f)), hi = float_key(std::bit_cast<int>(cap));
+  int k = float_key(std::bit_cast<int>(x));
+  k = k < lo ? lo : k;
+  k = k > hi ? hi : k;
+  const float xc = std::bit_cast<float>(float_key(k));
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  int e = static_cast<int>(n) + 127;  // biased exponent of 2^n; 0 (the float 0) when n <= -127
+  e = e < 0 ? 0 : e;
+  return p * std::bit_cast<float>(e << 23) + (x != x ? x : 0.0f);  // NaN in, NaN out
+}
+
+// e = exp(-2u), u = sqrt(2/pi)(x + 0.044715 x^3); the argument is capped at 80 so that
+// sigmoid(2u) = 1/(1+e) stays a normal float (no denormal slow paths for very negative x).
+MS_AI float exp_m2u(float x) { return exp_approx(-2.0f * kK * (x + kA * x * x * x), 80.0f); }
+
+MS_AI void fwd_rows(float* out, float* pre, const float* bias, int r0, int r1, int C) {
+  for (int i = r0; i < r1; ++i) {
+    float* x = pre + (size_t)i * C;
+    float* o = out + (size_t)i * C;
+    if (bias) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) x[c] += bias[c];
+    }
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = x[c] / (1.0f + exp_m2u(x[c]));
+  }
+}
+
+// Rows [r0, r1); db_part (C) receives the chunk's column sums of dpre (overwritten) if non-null.
+MS_AI void bwd_rows(float* dpre, float* db_part, const float* dout, const float* pre, int r0, int r1, int C) {
+  if (db_part) std::memset(db_part, 0, sizeof(float) * C);
+  for (int i = r0; i < r1; ++i) {
+    const float* x = pre + (size_t)i * C;
+    const float* g = dout + (size_t)i * C;
+    float* d = dpre + (size_t)i * C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) {
+      const float xv = x[c];
+      const float e = exp_m2u(xv);
+      const float s = 1.0f / (1.0f + e);  // sigmoid(2u) = 0.5 (1 + tanh u)
+      const float es = e * s;             // 1 - s, without cancellation
+      // d/dx [x s(2u)] = s + x * 2 s (1 - s) * du/dx
+      const float grad = s + xv * 2.0f * s * es * kK * (1.0f + 3.0f * kA * xv * xv);
+      d[c] = g[c] * grad;
+    }
+    if (db_part) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) db_part[c] += d[c];
+    }
+  }
+}
+
+MS_AI void reduce_cols(float* dbias, const float* parts, int nchunks, int c0, int c1, int C) {
+  float acc[kColBlock];
+  const int n = c1 - c0;
+  for (int c = 0; c < n; ++c) acc[c] = 0.0f;
+  for (int k = 0; k < nchunks; ++k) {
+    const float* p = parts + (size_t)k * C + c0;
+#pragma omp simd
+    for (int c = 0; c < n; ++c) acc[c] += p[c];
+  }
+  for (int c = 0; c < n; ++c) dbias[c0 + c] += acc[c];
+}
+
+MS_TARGET_AVX512 void fwd_rows_avx512(float* out, float* pre, const float* bias, int r0, int r1, int C) {
+  fwd_rows(out, pre, bias, r0, r1, C);
+}
+void fwd_rows_generic(float* out, float* pre, const float* bias, int r0, int r1, int C) {
+  fwd_rows(out, pre, bias, r0, r1, C);
+}
+MS_TARGET_AVX512 void bwd_rows_avx512(float* dpre, float* db_part, const float* dout, const float* pre, int r0,
+                                      int r1, int C) {
+  bwd_rows(dpre, db_part, dout, pre, r0, r1, C);
+}
+void bwd_rows_generic(float* dpre, float* db_part, const float* dout, const float* pre, int r0, int r1, int C) {
+  bwd_rows(dpre, db_part, dout, pre, r0, r1, C);
+}
+MS_TARGET_AVX512 void reduce_cols_avx512(float* dbias, const float* parts, int nchunks, int c0, int c1, int C) {
+  reduce_cols(dbias, parts, nchunks, c0, c1, C);
+}
+void reduce_cols_generic(float* dbias, const float* parts, int nchunks, int c0, int c1, int C) {
+  reduce_cols(dbias, parts, nchunks, c0, c1, C);
+}
+
+}  // namespace
+
+void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) {
+  MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward: bad shape N={} C={}", N, C);
+  MS_CHECK(out != pre, "bias_gelu_forward: out must not alias pre (pre is kept for the backward)");
+  const bool avx = use_avx512();
+  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
+#pragma omp parallel for schedule(static)
+  for (int k = 0; k < nchunks; ++k) {
+    const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
+    if (avx) fwd_rows_avx512(out, pre, bias, r0, r1, C);
+    else fwd_rows_generic(out, pre, bias, r0, r1, C);
+  }
+}
+
+void bias_gelu_backward(float* dpre, float* dbias, const float* dout, const float* pre, int N, int C) {
+  MS_CHECK(N >= 0 && C > 0, "bias_gelu_backward: bad shape N={} C={}", N, C);
+  const bool avx = use_avx512();
+  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
+  float* parts = dbias ? thread_scratch((size_t)nchunks * C) : nullptr;  // [chunk][C]
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int k = 0; k < nchunks; ++k) {
+      const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
+      float* pb = parts ? parts + (size_t)k * C : nullptr;
+      if (avx) bwd_rows_avx512(dpre, pb, dout, pre, r0, r1, C);
+      else bwd_rows_generic(dpre, pb, dout, pre, r0, r1, C);
+    }
+    if (dbias) {
+      const int nblocks = (C + kColBlock - 1) / kColBlock;
+#pragma omp for schedule(static)
+      for (int blk = 0; blk < nblocks; ++blk) {
+        const int c0 = blk * kColBlock, c1 = std::min(C, c0 + kColBlock);
+        if (avx) reduce_cols_avx512(dbias, parts, nchunks, c0, c1, C);
+        else reduce_cols_generic(dbias, parts, nchunks, c0, c1, C);
+      }
+    }
+  }
+}
+
+}  // namespace ms

@@ -1,0 +1,296 @@
+// gpt.cpp: GPT forward/backward over explicit buffers (see gpt.h for the dimension letters).
+#include "gpt.h"
+
+#include <algorithm>  // std::min, std::copy
+#include <cmath>      // std::sqrt, std::log, std::cos
+#include <cstring>    // std::memcpy
+
+#include "attention.h"      // attention_forward, attention_backward
+#include "check.h"          // MS_CHECK
+#include "cross_entropy.h"  // softmax_cross_entropy_forward_backward
+#include "gelu.h"           // bias_gelu_forward, bias_gelu_backward
+#include "layernorm.h"      // layernorm_forward, layernorm_backward
+#include "matmul.h"         // matmul_forward, matmul_backward
+#include "rng.h"            // Rng
+
+namespace ms {
+
+size_t ParamSpec::numel() const {
+  size_t n = 1;
+  for (int d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+GPT::GPT(const ModelConfig& cfg, int maxB, int maxT)
+    : cfg_(cfg), maxB_(maxB), maxT_(maxT), L_(cfg.n_layer), C_(cfg.n_embd), NH_(cfg.n_head),
+      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()) {
+  MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
+  const int C = C_;
+  const float std0 = cfg.init_std, std_res = cfg.init_std / std::sqrt(2.0f * L_);
+  size_t off = 0;
+  auto add = [&](std::string name, std::vector<int> shape, ParamKind kind, float init_std) {
+    ParamSpec s{std::move(name), off, std::move(shape), kind, init_std};
+    off += s.numel();
+    specs_.push_back(std::move(s));
+    return specs_.back().offset;
+  };
+  wte_ = add("transformer.wte.weight", {Vp_, C}, ParamKind::kEmbedding, std0);
+  wpe_ = add("transformer.wpe.weight", {cfg.max_seq_len, C}, ParamKind::kEmbedding, std0);
+  for (int l = 0; l < L_; l++) {
+    std::string p = "transformer.h." + std::to_string(l) + ".";
+    block_offset_.push_back(off);
+    add(p + "ln_1.weight", {C}, ParamKind::kNorm, 0);
+    add(p + "ln_1.bias", {C}, ParamKind::kNorm, 0);
+    add(p + "attn.c_attn.weight", {3 * C, C}, ParamKind::kWeight, std0);
+    add(p + "attn.c_attn.bias", {3 * C}, ParamKind::kBias, 0);
+    add(p + "attn.c_proj.weight", {C, C}, ParamKind::kWeight, std_res);
+    add(p + "attn.c_proj.bias", {C}, ParamKind::kBias, 0);
+    if (!cfg.parallel_block()) {
+      add(p + "ln_2.weight", {C}, ParamKind::kNorm, 0);
+      add(p + "ln_2.bias", {C}, ParamKind::kNorm, 0);
+    }
+    add(p + "mlp.c_fc.weight", {4 * C, C}, ParamKind::kWeight, std0);
+    add(p + "mlp.c_fc.bias", {4 * C}, ParamKind::kBias, 0);
+    add(p + "mlp.c_proj.weight", {C, 4 * C}, ParamKind::kWeight, std_res);
+    add(p + "mlp.c_proj.bias", {C}, ParamKind::kBias, 0);
+  }
+  lnf_w_ = add("transformer.ln_f.weight", {C}, ParamKind::kNorm, 0);
+  lnf_b_ = add("transformer.ln_f.bias", {C}, ParamKind::kNorm, 0);
+  params_.resize(off);
+  grads_.resize(off);
+  assign_activations();
+}
+
+BlockParams GPT::block_params(float* base, int l) const {
+  const size_t C = C_;
+  float* p = base + block_offset_[l];
+  BlockParams b{};
+  auto take = [&](size_t n) { float* r = p; p += n; return r; };
+  b.ln1_w = take(C); b.ln1_b = take(C);
+  b.qkv_w = take(3 * C * C); b.qkv_b = take(3 * C);
+  b.attn_proj_w = take(C * C); b.attn_proj_b = take(C);
+  if (!cfg_.parallel_block()) { b.ln2_w = take(C); b.ln2_b = take(C); }
+  else { b.ln2_w = b.ln2_b = nullptr; }
+  b.fc_w = take(4 * C * C); b.fc_b = take(4 * C);
+  b.fc_proj_w = take(4 * C * C); b.fc_proj_b = take(C);
+  return b;
+}
+
+void GPT::assign_activations() {
+  const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_;
+  const bool par = cfg_.parallel_block();
+  // Per block: ln1 C, ln1 stats 2, qkv 3C, atty C, lse NH, [res_att C, ln2 C, ln2 stats 2], fch 4C,
+  // fch_gelu 4C, out C.
+  size_t per_block = N * (C + 2 + 3 * C + C + NH_ + 4 * C + 4 * C + C);
+  if (!par) per_block += N * (C + C + 2);
+  size_t total = N * C                          // encoded
+                 + per_block * L_              // blocks
+                 + N * (C + 2)                 // lnf + stats
+                 + N * static_cast<size_t>(Vp_)  // logits
+                 + N                           // losses
+                 + N * (C + C + 3 * C + C + 4 * C);  // dres, dln, dqkv, datty, dfch
+  acts_.resize(total);
+  inputs_.resize(N);
+  targets_.resize(N);
+  float* p = acts_.data();
+  auto take = [&](size_t n) { float* r = p; p += n; return r; };
+  encoded_ = take(N * C);
+  blocks_.resize(L_);
+  for (int l = 0; l < L_; l++) {
+    BlockActs& a = blocks_[l];
+    a.ln1 = take(N * C); a.ln1_mean = take(N); a.ln1_rstd = take(N);
+    a.qkv = take(N * 3 * C);
+    a.atty = take(N * C); a.att_lse = take(N * NH_);
+    if (!par) {
+      a.res_att = take(N * C); a.ln2 = take(N * C); a.ln2_mean = take(N); a.ln2_rstd = take(N);
+    } else {
+      a.res_att = a.ln2 = a.ln2_mean = a.ln2_rstd = nullptr;
+    }
+    a.fch = take(N * 4 * C); a.fch_gelu = take(N * 4 * C);
+    a.out = take(N * C);
+  }
+  lnf_ = take(N * C); lnf_mean_ = take(N); lnf_rstd_ = take(N);
+  logits_ = take(N * Vp_);
+  losses_ = take(N);
+  dres_ = take(N * C); dln_ = take(N * C); dqkv_ = take(N * 3 * C); datty_ = take(N * C);
+  dfch_ = take(N * 4 * C);
+  MS_CHECK(p == acts_.data() + total, "GPT: activation layout mismatch");
+}
+
+void GPT::init_weights(uint64_t seed) {
+  params_.zero();
+  for (size_t i = 0; i < specs_.size(); i++) {
+    const ParamSpec& s = specs_[i];
+    float* p = params_.data() + s.offset;
+    size_t n = s.numel();
+    if (s.init_std > 0) {
+      Rng rng(seed, i);
+      for (size_t j = 0; j < n; j++) p[j] = static_cast<float>(rng.normal() * s.init_std);
+    } else if (s.kind == ParamKind::kNorm && s.name.ends_with(".weight")) {
+      std::fill(p, p + n, 1.0f);
+    }
+  }
+  // Padded vocabulary rows stay zero: no token id reaches them and their logits are masked.
+  std::fill(params_.data() + wte_ + static_cast<size_t>(V_) * C_,
+            params_.data() + wte_ + static_cast<size_t>(Vp_) * C_, 0.0f);
+}
+
+std::vector<ParamTensor> GPT::param_tensors(bool decay_embeddings, bool decay_norm_and_bias) const {
+  std::vector<ParamTensor> out;
+  for (const ParamSpec& s : specs_) {
+    bool decay = s.kind == ParamKind::kWeight ||
+                 (s.kind == ParamKind::kEmbedding && decay_embeddings) ||
+                 ((s.kind == ParamKind::kNorm || s.kind == ParamKind::kBias) && decay_norm_and_bias);
+    out.push_back(ParamTensor{s.name, s.offset, s.numel(), decay});
+  }
+  return out;
+}
+
+const ParamSpec& GPT::spec(const std::string& name) const {
+  for (const ParamSpec& s : specs_)
+    if (s.name == name) return s;
+  MS_FAIL("GPT: no parameter named '{}'", name);
+}
+
+double GPT::flops_per_token(int T) const {
+  const double C = C_;
+  double fwd = 0;
+  for (int l = 0; l < L_; l++) {
+    fwd += 2.0 * (3 * C * C + C * C + 4 * C * C + 4 * C * C);  // qkv, proj, fc, fc_proj
+    // Attention: QK^T and PV, 2*C flops each per (query, attended key); average over positions.
+    int W = cfg_.layer_window(l);
+    double keys = 0;
+    for (int t = 0; t < T; t++) keys += (W > 0) ? std::min(t + 1, W) : t + 1;
+    fwd += 2.0 * 2.0 * C * keys / T;
+  }
+  fwd += 2.0 * C * V_;  // LM head
+  return 3.0 * fwd;
+}
+
+namespace {
+
+// encoded (B,T,C) = wte[inputs] + wpe[0..T)
+void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      float* o = out + (static_cast<size_t>(b) * T + t) * C;
+      const float* we = wte + static_cast<size_t>(inp[b * T + t]) * C;
+      const float* pe = wpe + static_cast<size_t>(t) * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+    }
+}
+
+// dwte[inputs] += dout, dwpe[t] += sum_b dout; parallel over channel blocks so every (row, c) is
+// summed by one thread in (b, t) order: deterministic.
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C) {
+  constexpr int kBlock = 32;
+  int nblocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        const float* d = dout + (static_cast<size_t>(b) * T + t) * C;
+        float* we = dwte + static_cast<size_t>(inp[b * T + t]) * C;
+        float* pe = dwpe + static_cast<size_t>(t) * C;
+        for (int c = c0; c < c1; c++) { we[c] += d[c]; pe[c] += d[c]; }
+      }
+  }
+}
+
+}  // namespace
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T, float dloss) {
+  MS_CHECK(B > 0 && T > 0 && B <= maxB_ && T <= maxT_, "GPT::forward: B={} T={} exceeds the allocated {}x{}", B, T, maxB_, maxT_);
+  MS_CHECK(dloss == 0.0f || targets, "GPT::forward: dloss needs targets");
+  const int N = B * T, C = C_;
+  for (int i = 0; i < N; i++)
+    MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
+  std::copy(inputs, inputs + N, inputs_.data());
+  if (targets) std::copy(targets, targets + N, targets_.data());
+  B_ = B; T_ = T;
+  const float* P = params_.data();
+  float* Pm = params_.data();
+
+  encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
+  const float* x = encoded_;
+  for (int l = 0; l < L_; l++) {
+    BlockParams p = block_params(Pm, l);
+    BlockActs& a = blocks_[l];
+    const int W = cfg_.layer_window(l);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C);
+    matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * C);
+    attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH_, W);
+    const float* mlp_in;
+    if (!cfg_.parallel_block()) {
+      std::memcpy(a.res_att, x, sizeof(float) * N * C);
+      matmul_forward(a.res_att, a.atty, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
+      layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_att, p.ln2_w, p.ln2_b, N, C);
+      std::memcpy(a.out, a.res_att, sizeof(float) * N * C);
+      mlp_in = a.ln2;
+    } else {
+      std::memcpy(a.out, x, sizeof(float) * N * C);
+      matmul_forward(a.out, a.atty, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
+      mlp_in = a.ln1;  // the shared LayerNorm feeds both branches
+    }
+    matmul_forward(a.fch, mlp_in, p.fc_w, nullptr, N, C, 4 * C);
+    bias_gelu_forward(a.fch_gelu, a.fch, p.fc_b, N, 4 * C);
+    matmul_forward(a.out, a.fch_gelu, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
+    x = a.out;
+  }
+  layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
+  matmul_forward(logits_, lnf_, P + wte_, nullptr, N, C, Vp_);
+  have_dlogits_ = false;
+  if (!targets) return 0.0f;
+  softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_,
+                                         targets, N, V_, Vp_, dloss);
+  have_dlogits_ = dloss != 0.0f;
+  double sum = 0;
+  int count = 0;
+  for (int i = 0; i < N; i++)
+    if (targets[i] >= 0) { sum += losses_[i]; count++; }
+  return count ? static_cast<float>(sum / count) : 0.0f;
+}
+
+void GPT::backward() {
+  MS_CHECK(have_dlogits_, "GPT::backward: the last forward computed no gradient (dloss == 0 or no targets)");
+  have_dlogits_ = false;
+  const int B = B_, T = T_, N = B * T, C = C_;
+  const float* P = params_.data();
+  float* Pm = params_.data();
+  float* G = grads_.data();
+  const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
+
+  // LM head (tied to wte) and final LayerNorm.
+  matmul_backward(dln_, G + wte_, nullptr, logits_, lnf_, P + wte_, N, C, Vp_, false);
+  std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
+  layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, N, C);
+
+  for (int l = L_ - 1; l >= 0; l--) {
+    BlockParams p = block_params(Pm, l);
+    BlockParams g = block_params(G, l);
+    BlockActs& a = blocks_[l];
+    const float* x = l == 0 ? encoded_ : blocks_[l - 1].out;
+    const int W = cfg_.layer_window(l);
+    const bool par = cfg_.parallel_block();
+    // MLP branch: dres is dLoss/d(block output).
+    matmul_backward(dfch_, g.fc_proj_w, g.fc_proj_b, dres_, a.fch_gelu, p.fc_proj_w, N, 4 * C, C, false);
+    bias_gelu_backward(dfch_, g.fc_b, dfch_, a.fch, N, 4 * C);
+    matmul_backward(dln_, g.fc_w, nullptr, dfch_, par ? a.ln1 : a.ln2, p.fc_w, N, C, 4 * C, false);
+    if (!par) {
+      // dres += LN2 backward: dres becomes dLoss/d(res_att).
+      layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_, a.res_att, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+    }
+    // Attention branch.
+    matmul_backward(datty_, g.attn_proj_w, g.attn_proj_b, dres_, a.atty, p.attn_proj_w, N, C, C, false);
+    attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, C, NH_, W);
+    // Parallel block: the shared LN's output gradient sums both branches.
+    matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * C, /*accumulate=*/par);
+    layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+  }
+  encoder_backward(G + wte_, G + wpe_, dres_, inputs_.data(), B, T, C);
+}
+
+}  // namespace ms

@@ -1,0 +1,127 @@
+// gpt: the GPT-2-style decoder, forward and backward written by hand per layer (llm.c style),
+// with every parameter, gradient and activation in explicit flat buffers. It knows nothing of
+// parallelism: distributed wrappers drive it from outside.
+//
+// Dimension letters used throughout (declared once, here):
+//   B  batch size (sequences)        T  sequence length         N = B*T rows
+//   C  channels (n_embd)             NH heads                   HS = C/NH head size
+//   L  layers                        V  vocabulary size         Vp = V padded to a multiple of 64
+//
+// Block variants: sequential (GPT-2: h = x + Attn(LN1(x)); y = h + MLP(LN2(h))) and parallel
+// (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one LayerNorm shared by both branches).
+// Attention: full causal or sliding window (model.window, with full attention every
+// model.full_every-th layer). Weights are tied: the LM head is the token embedding.
+// Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
+// are deterministic for a given thread count; no allocation after construction.
+#pragma once
+#include <cstdint>  // uint64_t
+#include <string>
+#include <vector>
+
+#include "aligned.h"        // AlignedBuffer
+#include "config.h"         // ModelConfig
+#include "optim_tensors.h"  // ParamTensor
+
+namespace ms {
+
+// How a parameter tensor is treated by weight decay and by the Hugging Face export.
+enum class ParamKind { kEmbedding, kNorm, kBias, kWeight };
+
+// One named parameter tensor inside the flat buffer. Names are Hugging Face GPT-2 names.
+struct ParamSpec {
+  std::string name;         // e.g. "transformer.h.0.attn.c_attn.weight"
+  size_t offset = 0;        // into the flat parameter buffer
+  std::vector<int> shape;   // our layout: nn.Linear (out, in) for weights
+  ParamKind kind = ParamKind::kWeight;
+  float init_std = 0;       // 0: constant init (ones for LN weight, zeros otherwise)
+  size_t numel() const;
+};
+
+// Pointers of one block's parameters (or gradients) into a flat buffer.
+struct BlockParams {
+  float *ln1_w, *ln1_b;              // (C)
+  float *qkv_w, *qkv_b;              // (3C, C), (3C)
+  float *attn_proj_w, *attn_proj_b;  // (C, C), (C)
+  float *ln2_w, *ln2_b;              // (C); nullptr in the parallel block
+  float *fc_w, *fc_b;                // (4C, C), (4C)
+  float *fc_proj_w, *fc_proj_b;      // (C, 4C), (C)
+};
+
+// Pointers of one block's saved activations.
+struct BlockActs {
+  float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
+  float *qkv;                        // (N,3C)
+  float *atty, *att_lse;             // (N,C), (B,NH,T)
+  float *res_att;                    // (N,C) x + attention branch; sequential block only
+  float *ln2, *ln2_mean, *ln2_rstd;  // sequential block only
+  float *fch, *fch_gelu;             // (N,4C) pre-activation (bias added) and GeLU output
+  float *out;                        // (N,C) block output = next block's input
+};
+
+class GPT {
+ public:
+  // Allocates parameters, gradients and activations for micro-batches up to maxB x maxT.
+  GPT(const ModelConfig& cfg, int maxB, int maxT);
+
+  // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
+  // (seed, tensor index), so the values do not depend on how the model is later split.
+  void init_weights(uint64_t seed);
+
+  // Runs the model on inputs (B,T). With targets (B,T) (ids < V, or -1 = ignored) it returns the
+  // mean loss; otherwise returns 0 and only logits are computed. If dloss != 0 the fused
+  // softmax+cross-entropy also writes dLoss/dlogits (scaled by dloss per row) in place of the
+  // logits, ready for backward(); pass dloss = 1/(number of counted rows in the whole step).
+  float forward(const int* inputs, const int* targets, int B, int T, float dloss = 0.0f);
+
+  // Backpropagates the last forward (which must have had dloss != 0); ACCUMULATES into grads().
+  void backward();
+
+  void zero_grad() { grads_.zero(); }
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  // The optimizer's view, with weight decay per kind as configured.
+  std::vector<ParamTensor> param_tensors(bool decay_embeddings, bool decay_norm_and_bias) const;
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const float* grads() const { return grads_.data(); }
+  size_t num_params() const { return params_.size(); }
+  const ParamSpec& spec(const std::string& name) const;
+
+  // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
+  const float* logits() const { return logits_; }
+  // Per-row losses (B,T) of the last forward.
+  const float* losses() const { return losses_; }
+
+  // Model FLOPs of one training token (forward + backward = 3x forward), counting the matmuls
+  // with the real vocabulary V and the attention over the keys each query actually attends
+  // (so a sliding window lowers it).
+  double flops_per_token(int T) const;
+
+ private:
+  BlockParams block_params(float* base, int l) const;
+  void assign_activations();
+
+  ModelConfig cfg_;
+  int maxB_, maxT_;
+  int L_, C_, NH_, V_, Vp_;
+  std::vector<ParamSpec> specs_;
+  std::vector<size_t> block_offset_;  // offset of each block's first tensor
+  size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  AlignedBuffer<float> params_, grads_;
+
+  // Activations and backward scratch, carved out of one buffer.
+  AlignedBuffer<float> acts_;
+  AlignedBuffer<int> inputs_, targets_;
+  float* encoded_ = nullptr;  // (N,C) block 0 input
+  std::vector<BlockActs> blocks_;
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float* logits_ = nullptr;  // (N,Vp); holds dlogits after a forward with dloss != 0
+  float* losses_ = nullptr;  // (N)
+  float *dres_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
+  int B_ = 0, T_ = 0;        // shape of the last forward
+  bool have_dlogits_ = false;
+};
+
+}  // namespace ms

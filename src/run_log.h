@@ -1,0 +1,36 @@
+// run_log: what a run shows and keeps. Per step: step, loss, learning rate, grad norm, tokens/s,
+// step time and MFU — as a progress bar with ETA on a terminal, as plain lines otherwise — and the
+// same record as one JSON object per line in <out_dir>/log.jsonl (flushed every line, so a crash
+// loses nothing already logged). Validation losses and messages go to both.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace ms {
+
+struct StepRecord {
+  int step = 0, total_steps = 0;
+  float loss = 0, lr = 0, grad_norm = 0;
+  double step_seconds = 0, tokens_per_s = 0, mfu = 0;
+};
+
+class RunLog {
+ public:
+  // mode: "auto" (bar when stdout is a terminal), "bar" or "lines".
+  RunLog(const std::string& out_dir, const std::string& mode);
+  ~RunLog();
+  void step(const StepRecord& r);
+  void eval(int step, float val_loss);
+  // A line to the terminal (clearing the bar first) and, as {"event": ..., "message": ...}, to the log.
+  void message(const std::string& event, const std::string& text);
+
+ private:
+  void clear_bar();
+  std::ofstream jsonl_;
+  bool bar_ = false, bar_shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace ms

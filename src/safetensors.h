@@ -1,0 +1,39 @@
+// safetensors: reader and writer of the safetensors format (8-byte little-endian header length,
+// a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {...}}, then raw bytes),
+// for F32, I32 and F64 tensors. Files are written to a temporary name and renamed, so a reader never
+// sees a half-written file. Reading validates the header against the file size and names the
+// file and tensor in every error.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ms {
+
+struct StTensor {
+  std::string dtype;          // "F32", "I32" or "F64"
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes; // raw little-endian data
+  size_t numel() const;
+  size_t elem_size() const { return dtype == "F64" ? 8 : 4; }
+  // Any dtype as doubles (for comparisons in tests and tools).
+  std::vector<double> to_f64() const;
+  const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
+  const int32_t* i32() const { return reinterpret_cast<const int32_t*>(bytes.data()); }
+};
+
+struct StFile {
+  std::map<std::string, StTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  const StTensor& at(const std::string& name) const;  // error names the tensor if absent
+};
+
+StTensor st_f32(std::vector<int64_t> shape, const float* data);
+StTensor st_i32(std::vector<int64_t> shape, const int32_t* data);
+
+// Writes tensors in name order (deterministic file bytes).
+void save_safetensors(const std::string& path, const StFile& file);
+StFile load_safetensors(const std::string& path);
+
+}  // namespace ms
