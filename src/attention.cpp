@@ -2,8 +2,9 @@
 // Layout of the work: the forward runs one task per (b, h, 64-query tile); each task walks the key
 // tiles that intersect its causal/window band, computes the 64x64 score tile with a register-
 // blocked micro-kernel, applies the online softmax and accumulates P·V. The backward runs one task
-// per (b, h): for each key tile it walks the query tiles that can see it, recomputes P from lse
-// and accumulates dK, dV locally and dQ directly into dqkv (rows of this head only).
+// per (b, h): the head's queries, dout and dq are packed into contiguous scratch; for each key tile
+// it walks the query tiles that can see it, recomputes P from lse and accumulates dK, dV (written
+// out per key tile) and dQ (written out at the end), touching only this head's channels of dqkv.
 // Every hot loop is written once as an always-inline template and compiled twice: for AVX-512
 // (target attribute) and for the x86-64-v2 baseline; the choice is made once per process.
 #include "attention.h"
@@ -169,6 +170,13 @@ MS_AI void load_rows(float* __restrict dst, const float* __restrict src, size_t 
   }
 }
 
+// Prefetches rows [0, n) of a (rows x HS) strided block into cache: the next key tile's rows are
+// 3C floats apart (a page each at GPT-2 sizes) and the hardware prefetcher does not follow them.
+MS_AI void prefetch_rows(const float* src, size_t stride, int n, int HS) {
+  for (int i = 0; i < n; ++i)
+    for (int d = 0; d < HS; d += 16) __builtin_prefetch(src + i * stride + d);
+}
+
 size_t fwd_scratch_size(int HS) { return (size_t)4 * kTile * HS + kTile * kTile + 2 * kTile; }
 
 // One forward task: query tile qt of head h of batch row b.
@@ -197,6 +205,11 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
     const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
     load_transposed(Kt, base + C + j0 * C3, C3, nk, HS);
     load_rows(V, base + 2 * C + j0 * C3, C3, nk, kTile, HS, 1.0f);
+    if ((kt + 1) * kTile <= klast) {  // K and V rows of the next key tile
+      const int nk1 = std::min(kTile, T - j0 - kTile);
+      prefetch_rows(base + C + (j0 + kTile) * C3, C3, nk1, HS);
+      prefetch_rows(base + 2 * C + (j0 + kTile) * C3, C3, nk1, HS);
+    }
     gemm<Isa>(S, kTile, Qs, HS, 1, Kt, kTile, nq, kTile, HS, false);
     for (int i = 0; i < nq; ++i) {
       float* srow = S + i * kTile;
@@ -249,35 +262,40 @@ void fwd_task_generic(float* out, float* lse, const float* qkv, int T, int C, in
   fwd_task<IsaGeneric>(out, lse, qkv, T, C, NH, window, b, h, qt, scratch);
 }
 
-size_t bwd_scratch_size(int HS, int T) { return (size_t)7 * kTile * HS + 2 * kTile * kTile + T; }
+size_t bwd_scratch_size(int HS, int T) { return (size_t)5 * kTile * HS + 2 * kTile * kTile + (size_t)3 * T * HS + T; }
 
-// One backward task: all of head h of batch row b.
+// One backward task: all of head h of batch row b. The head's queries, dout and dq are packed
+// into contiguous per-thread scratch (T x HS each) so that the inner loops never touch the
+// strided (B,T,3C) arrays; dq is written to dqkv once at the end.
 template <class Isa>
 MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                     int T, int C, int NH, int window, int b, int h, float* scratch) {
   const int HS = C / NH;
   const size_t C3 = (size_t)3 * C;
   const float scale = 1.0f / std::sqrt((float)HS);
-  float* Kt = scratch;              // HS x kTile, keys transposed
-  float* Ks = Kt + HS * kTile;      // kTile x HS, keys * scale
-  float* Vt = Ks + kTile * HS;      // HS x kTile, values transposed
-  float* Qs = Vt + HS * kTile;      // kTile x HS, queries * scale
-  float* dO = Qs + kTile * HS;      // kTile x HS
-  float* dK = dO + kTile * HS;      // kTile x HS
-  float* dV = dK + kTile * HS;      // kTile x HS
-  float* P = dV + kTile * HS;       // kTile x kTile
-  float* dS = P + kTile * kTile;    // kTile x kTile
-  float* D = dS + kTile * kTile;    // T
+  float* Kt = scratch;                   // HS x kTile, keys transposed
+  float* Ks = Kt + HS * kTile;           // kTile x HS, keys * scale
+  float* Vt = Ks + kTile * HS;           // HS x kTile, values transposed
+  float* dK = Vt + HS * kTile;           // kTile x HS
+  float* dV = dK + kTile * HS;           // kTile x HS
+  float* P = dV + kTile * HS;            // kTile x kTile
+  float* dS = P + kTile * kTile;         // kTile x kTile
+  float* Qs = dS + kTile * kTile;        // T x HS, queries * scale
+  float* dO = Qs + (size_t)T * HS;       // T x HS
+  float* dQ = dO + (size_t)T * HS;       // T x HS
+  float* D = dQ + (size_t)T * HS;        // T
   const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
   float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
   const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
   const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
   const float* L = lse + ((size_t)b * NH + h) * T;
 
+  load_rows(Qs, base, C3, T, T, HS, scale);
+  load_rows(dO, dobase, C, T, T, HS, 1.0f);
+  std::memset(dQ, 0, sizeof(float) * T * HS);
   for (int t = 0; t < T; ++t) {
-    std::memset(dbase + t * C3, 0, sizeof(float) * HS);  // dq accumulates below
     const float* o = obase + (size_t)t * C;
-    const float* g = dobase + (size_t)t * C;
+    const float* g = dO + (size_t)t * HS;
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int d = 0; d < HS; ++d) s += g[d] * o[d];
@@ -290,14 +308,19 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
     load_transposed(Kt, base + C + j0 * C3, C3, nk, HS);
     load_rows(Ks, base + C + j0 * C3, C3, nk, kTile, HS, scale);
     load_transposed(Vt, base + 2 * C + j0 * C3, C3, nk, HS);
+    if (kt + 1 < ntiles) {  // K and V rows of the next key tile
+      const int nk1 = std::min(kTile, T - j0 - kTile);
+      prefetch_rows(base + C + (j0 + kTile) * C3, C3, nk1, HS);
+      prefetch_rows(base + 2 * C + (j0 + kTile) * C3, C3, nk1, HS);
+    }
     std::memset(dK, 0, sizeof(float) * kTile * HS);
     std::memset(dV, 0, sizeof(float) * kTile * HS);
     const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
     for (int qt = kt; qt * kTile <= ilast; ++qt) {
       const int i0 = qt * kTile, nq = std::min(kTile, T - i0);
-      load_rows(Qs, base + i0 * C3, C3, nq, nq, HS, scale);
-      load_rows(dO, dobase + (size_t)i0 * C, C, nq, nq, HS, 1.0f);
-      gemm<Isa>(P, kTile, Qs, HS, 1, Kt, kTile, nq, kTile, HS, false);  // scores
+      const float* Qi = Qs + (size_t)i0 * HS;
+      const float* dOi = dO + (size_t)i0 * HS;
+      gemm<Isa>(P, kTile, Qi, HS, 1, Kt, kTile, nq, kTile, HS, false);  // scores
       for (int i = 0; i < nq; ++i) {
         float* prow = P + i * kTile;
         int lo, hi;
@@ -307,8 +330,8 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
         for (int jj = 0; jj < kTile; ++jj)
           prow[jj] = exp_approx(prow[jj] - li) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
       }
-      gemm<Isa>(dV, HS, P, 1, kTile, dO, HS, kTile, HS, nq, true);      // dV += P^T dO
-      gemm<Isa>(dS, kTile, dO, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T
+      gemm<Isa>(dV, HS, P, 1, kTile, dOi, HS, kTile, HS, nq, true);      // dV += P^T dO
+      gemm<Isa>(dS, kTile, dOi, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T
       for (int i = 0; i < nq; ++i) {
         float* srow = dS + i * kTile;
         const float* prow = P + i * kTile;
@@ -316,14 +339,15 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
 #pragma omp simd
         for (int jj = 0; jj < kTile; ++jj) srow[jj] = prow[jj] * (srow[jj] - di);
       }
-      gemm<Isa>(dbase + i0 * C3, (int)C3, dS, kTile, 1, Ks, HS, nq, HS, kTile, true);  // dQ += dS K*s
-      gemm<Isa>(dK, HS, dS, 1, kTile, Qs, HS, kTile, HS, nq, true);                  // dK += dS^T Q*s
+      gemm<Isa>(dQ + (size_t)i0 * HS, HS, dS, kTile, 1, Ks, HS, nq, HS, kTile, true);  // dQ += dS K*s
+      gemm<Isa>(dK, HS, dS, 1, kTile, Qi, HS, kTile, HS, nq, true);                    // dK += dS^T Q*s
     }
     for (int jj = 0; jj < nk; ++jj) {
       std::memcpy(dbase + C + (j0 + jj) * C3, dK + (size_t)jj * HS, sizeof(float) * HS);
       std::memcpy(dbase + 2 * C + (j0 + jj) * C3, dV + (size_t)jj * HS, sizeof(float) * HS);
     }
   }
+  for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HS, sizeof(float) * HS);
 }
 
 MS_TARGET_AVX512 void bwd_task_avx512(float* dqkv, const float* dout, const float* qkv, const float* out,

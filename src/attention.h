@@ -1,6 +1,6 @@
 // attention: causal multi-head self-attention, flash-style (FlashAttention-2 on the CPU).
 // Queries and keys are processed in 64-row tiles with an online softmax, so the TxT score matrix is
-// never materialised; memory is O(T) per head beyond the inputs. An optional sliding window W
+// never materialised (extra memory: O(T*HS) scratch per thread). An optional sliding window W
 // restricts query t to keys max(0, t-W+1)..t, and key tiles entirely outside the window are
 // skipped, so the cost grows as T*W instead of T*T/2.
 // Guarantees: results are bit-identical for any number of OpenMP threads (each (b, h, query tile)

@@ -352,6 +352,11 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   res.unigram_entropy_bits = H;
   res.unigram_entropy_nats = H * std::log(2.0);
 
+  auto names = [](const std::vector<std::string>& paths) {  // meta.json lists shards by file name
+    std::vector<std::string> out;
+    for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
+    return out;
+  };
   nlohmann::json meta;
   meta["format"] = format;
   meta["tokenizer"] = "gpt2";
@@ -362,9 +367,9 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   meta["val_fraction"] = opt.val_fraction;
   meta["shard_tokens"] = opt.shard_tokens;
   meta["train"] = {{"documents", res.train_documents.size()}, {"tokens", res.train_tokens},
-                   {"shards", res.train_shards}};
+                   {"shards", names(res.train_shards)}};
   meta["val"] = {{"documents", res.val_documents.size()}, {"tokens", res.val_tokens},
-                 {"shards", res.val_shards}, {"document_paths", res.val_documents}};
+                 {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
   meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
   meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
   write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta.dump(2) + "\n");

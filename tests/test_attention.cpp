@@ -20,6 +20,7 @@
 
 #include "attention.h"
 #include "check.h"
+#include "test_util.h"  // ms::testing::run_cmd
 
 namespace {
 
@@ -327,15 +328,9 @@ TEST(Attention, RejectsBadShapes) {
 // Re-runs every other test of this binary with the baseline (non-AVX-512) code path.
 TEST(AttentionIsa, AllTestsPassOnGenericPath) {
   if (const char* e = std::getenv("MS_KERNEL_ISA"); e && std::string(e) == "generic") GTEST_SKIP() << "already generic";
-  const std::string cmd = "MS_KERNEL_ISA=generic OMP_NUM_THREADS=2 /proc/" + std::to_string(getpid()) +
-                          "/exe --gtest_filter=-AttentionIsa.* 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string output;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) output.append(buf, n);
-  const int status = pclose(p);
-  EXPECT_EQ(status, 0) << "generic-ISA run failed:\n" << output;
+  const auto r = ms::testing::run_cmd("MS_KERNEL_ISA=generic OMP_NUM_THREADS=2 /proc/" + std::to_string(getpid()) +
+                                       "/exe --gtest_filter=-AttentionIsa.*");
+  EXPECT_EQ(r.code, 0) << "generic-ISA run failed:\n" << r.output;
 }
 
 }  // namespace
