@@ -10,11 +10,9 @@
 #include <string_view>
 
 #include "aligned.h"  // AlignedBuffer
-#include "check.h"    // MS_CHECK
+#include "check.h"  // MS_CHECK
+#include "simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
-#define MS_AI inline __attribute__((always_inline))
-#define MS_TARGET_AVX512 \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
 
 namespace ms {
 namespace {
@@ -23,23 +21,7 @@ constexpr float kEps = 1e-5f;
 constexpr int kRowChunk = 32;  // rows per partial sum of dweight/dbias (fixed: determinism)
 constexpr int kColBlock = 64;  // columns per task of the cross-chunk reduction
 
-bool use_avx512() {
-  static const bool v = [] {
-    const char* e = std::getenv("MS_KERNEL_ISA");
-    if (e && std::string_view(e) == "generic") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma");
-  }();
-  return v;
-}
 
-float* thread_scratch(size_t n) {
-  thread_local AlignedBuffer<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
 
 MS_AI void fwd_rows(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                     const float* bias, int r0, int r1, int C) {
