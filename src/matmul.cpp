@@ -62,7 +62,7 @@ double measure_sgemm_peak_gflops() {
   std::vector<float> a(static_cast<size_t>(M) * K, 0.01f), b(static_cast<size_t>(K) * N, 0.02f),
       c(static_cast<size_t>(M) * N);
   double best = 0;
-  for (int rep = 0; rep < 4; rep++) {
+  for (int rep = 0; rep < 8; rep++) {
     auto t0 = std::chrono::steady_clock::now();
     sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
