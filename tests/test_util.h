@@ -1,9 +1,16 @@
-// test_util: small helpers shared by the tests: a fresh temporary folder, running a command and
-// capturing its output and exit code, and relative-error comparisons that print the worst entries.
+// test_util: small helpers shared by the tests: a fresh temporary folder (and a fixture owning one
+// per test), running a command and capturing its output and exit code, a portable seeded generator
+// of test data, and comparisons that print the first mismatches and the worst difference.
 #pragma once
+#include <gtest/gtest.h>
+#include <omp.h>       // omp_get_max_threads, omp_set_num_threads
 #include <sys/wait.h>  // WEXITSTATUS
+#include <unistd.h>    // getpid
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -50,5 +57,74 @@ inline double max_abs_diff(const std::vector<double>& a, const std::vector<doubl
   for (size_t i = 0; i < a.size(); i++) m = std::max(m, std::fabs(a[i] - b[i]));
   return m;
 }
+
+// splitmix64: portable test data (no <random> distributions, whose output varies by library).
+struct TestRng {
+  uint64_t s;
+  explicit TestRng(uint64_t seed) : s(seed) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float lo = -1.0f, float hi = 1.0f) { return lo + (hi - lo) * (float)((next() >> 40) * 0x1p-24); }
+  std::vector<float> vec(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = uniform(lo, hi);
+    return v;
+  }
+};
+
+// |a - e| <= atol + rtol * |e| elementwise; prints the first few mismatches and the max difference.
+template <class E>
+void expect_close(const float* a, const E* e, size_t n, double rtol, double atol, const std::string& what) {
+  size_t bad = 0;
+  double maxdiff = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs((double)a[i] - (double)e[i]);
+    maxdiff = std::max(maxdiff, d);
+    if (!(d <= atol + rtol * std::fabs((double)e[i]))) {
+      if (bad < 5) ADD_FAILURE() << what << "[" << i << "]: got " << a[i] << " expected " << e[i] << " (diff " << d << ")";
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " mismatches, maxdiff " << maxdiff;
+}
+template <class E>
+void expect_close(const std::vector<float>& a, const std::vector<E>& e, double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(a.size(), e.size()) << what;
+  expect_close(a.data(), e.data(), a.size(), rtol, atol, what);
+}
+
+inline void expect_bitwise_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " differs bitwise";
+}
+
+// Runs fn with `threads` OpenMP threads, then restores the previous count.
+template <class F>
+void with_threads(int threads, F fn) {
+  const int prev = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  fn();
+  omp_set_num_threads(prev);
+}
+
+// A fixture with a fresh folder per test (named after tag, process and test), removed afterwards.
+class TempDirTest : public ::testing::Test {
+ protected:
+  virtual const char* tag() const { return "ms_test"; }
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string(tag()) + "_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
 
 }  // namespace ms::testing
