@@ -197,6 +197,8 @@ void Config::validate() const {
   MS_CHECK(t.sample_tokens >= 0, "config: train.sample_tokens={} must be >= 0", t.sample_tokens);
   MS_CHECK(!t.out_dir.empty(), "config: train.out_dir must not be empty");
   MS_CHECK(t.threads >= 0, "config: train.threads={} must be >= 0", t.threads);
+  MS_CHECK(t.precision == "fp32" || t.precision == "bf16",
+           "config: train.precision='{}' must be 'fp32' or 'bf16'", t.precision);
   MS_CHECK(t.progress == "auto" || t.progress == "bar" || t.progress == "lines",
            "config: train.progress='{}' must be 'auto', 'bar' or 'lines'", t.progress);
 }

@@ -4,11 +4,13 @@
 #include <algorithm>  // std::min, std::copy
 #include <cmath>      // std::sqrt, std::log, std::cos
 #include <cstring>    // std::memcpy
+#include <cstdio>     // std::fprintf
 
 #include "attention.h"      // attention_forward, attention_backward
 #include "check.h"          // MS_CHECK
 #include "cross_entropy.h"  // softmax_cross_entropy_forward_backward
 #include "gelu.h"           // bias_gelu_forward, bias_gelu_backward
+#include "gemm_bf16.h"      // matmul_forward_bf16, matmul_backward_bf16
 #include "layernorm.h"      // layernorm_forward, layernorm_backward
 #include "matmul.h"         // matmul_forward, matmul_backward
 #include "rng.h"            // Rng
@@ -21,9 +23,15 @@ size_t ParamSpec::numel() const {
   return n;
 }
 
-GPT::GPT(const ModelConfig& cfg, int maxB, int maxT)
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "bf16") return Precision::kBf16;
+  MS_FAIL("precision '{}' must be 'fp32' or 'bf16'", s);
+}
+
+GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision)
     : cfg_(cfg), maxB_(maxB), maxT_(maxT), L_(cfg.n_layer), C_(cfg.n_embd), NH_(cfg.n_head),
-      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()) {
+      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
   const int C = C_;
   const float std0 = cfg.init_std, std_res = cfg.init_std / std::sqrt(2.0f * L_);
@@ -59,6 +67,43 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT)
   params_.resize(off);
   grads_.resize(off);
   assign_activations();
+  if (precision_ == Precision::kBf16) {
+    params_bf16_.resize(off);
+    static bool noticed = false;  // one line per process
+    if (!bf16_gemm_uses_amx() && !noticed) {
+      noticed = true;
+      std::fprintf(stderr, "megascale: note: precision=bf16 without AMX-BF16 (oneDNN: %s); bf16 GEMMs "
+                   "fall back to slower kernels, results agree within bf16 rounding\n", bf16_gemm_isa());
+    }
+  }
+}
+
+void GPT::refresh_bf16_weights() {
+  if (precision_ != Precision::kBf16) return;
+  f32_to_bf16(params_bf16_.data(), params_.data(), params_.size());
+  bf16_weights_stale_ = false;
+}
+
+void GPT::linear_forward(float* out, const float* inp, bf16_t* inp_bf16, bool convert_inp,
+                         const float* weight, const float* bias, int N, int C, int OC, bool accumulate) {
+  if (precision_ == Precision::kFp32) {
+    matmul_forward(out, inp, weight, bias, N, C, OC, accumulate);
+    return;
+  }
+  if (convert_inp) f32_to_bf16(inp_bf16, inp, static_cast<size_t>(N) * C);
+  const bf16_t* wb = params_bf16_.data() + (weight - params_.data());
+  matmul_forward_bf16(out, inp_bf16, wb, bias, N, C, OC, accumulate);
+}
+
+void GPT::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const bf16_t* inp_bf16, const float* weight, int N,
+                          int C, int OC, bool accumulate_dinp) {
+  if (precision_ == Precision::kFp32) {
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+    return;
+  }
+  const bf16_t* wb = params_bf16_.data() + (weight - params_.data());
+  matmul_backward_bf16(dinp, dweight, dbias, dout, dout_bf16_, inp_bf16, wb, N, C, OC, accumulate_dinp);
 }
 
 BlockParams GPT::block_params(float* base, int l) const {
@@ -115,9 +160,30 @@ void GPT::assign_activations() {
   dres_ = take(N * C); dln_ = take(N * C); dqkv_ = take(N * 3 * C); datty_ = take(N * C);
   dfch_ = take(N * 4 * C);
   MS_CHECK(p == acts_.data() + total, "GPT: activation layout mismatch");
+
+  blocks_bf16_.assign(L_, BlockActsBf16{});
+  if (precision_ != Precision::kBf16) return;
+  // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the scratch
+  // for a converted output gradient (the widest is the LM head's dlogits, N x Vp).
+  const size_t per_block16 = N * (C + C + (par ? 0 : C) + 4 * C);
+  const size_t dout_max = N * std::max<size_t>(Vp_, 4 * C);
+  acts_bf16_.resize(per_block16 * L_ + N * C + dout_max);
+  bf16_t* q = acts_bf16_.data();
+  auto take16 = [&](size_t n) { bf16_t* r = q; q += n; return r; };
+  for (int l = 0; l < L_; l++) {
+    BlockActsBf16& b = blocks_bf16_[l];
+    b.ln1 = take16(N * C);
+    b.atty = take16(N * C);
+    b.ln2 = par ? nullptr : take16(N * C);
+    b.fch_gelu = take16(N * 4 * C);
+  }
+  lnf_bf16_ = take16(N * C);
+  dout_bf16_ = take16(dout_max);
+  MS_CHECK(q == acts_bf16_.data() + acts_bf16_.size(), "GPT: bf16 activation layout mismatch");
 }
 
 void GPT::init_weights(uint64_t seed) {
+  bf16_weights_stale_ = true;
   params_.zero();
   for (size_t i = 0; i < specs_.size(); i++) {
     const ParamSpec& s = specs_[i];
@@ -213,35 +279,44 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   B_ = B; T_ = T;
   const float* P = params_.data();
   float* Pm = params_.data();
+  const bool bf16 = precision_ == Precision::kBf16;
+  if (bf16 && bf16_weights_stale_) refresh_bf16_weights();  // once per optimizer step
 
   encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
   const float* x = encoded_;
   for (int l = 0; l < L_; l++) {
     BlockParams p = block_params(Pm, l);
     BlockActs& a = blocks_[l];
+    BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
     const int W = cfg_.layer_window(l);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C);
-    matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * C);
+    linear_forward(a.qkv, a.ln1, ab.ln1, /*convert_inp=*/true, p.qkv_w, p.qkv_b, N, C, 3 * C, false);
     attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH_, W);
     const float* mlp_in;
+    bf16_t* mlp_in_bf16;
     if (!cfg_.parallel_block()) {
       std::memcpy(a.res_att, x, sizeof(float) * N * C);
-      matmul_forward(a.res_att, a.atty, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
+      linear_forward(a.res_att, a.atty, ab.atty, true, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
       layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_att, p.ln2_w, p.ln2_b, N, C);
       std::memcpy(a.out, a.res_att, sizeof(float) * N * C);
       mlp_in = a.ln2;
+      mlp_in_bf16 = ab.ln2;
+      if (bf16) f32_to_bf16(ab.ln2, a.ln2, static_cast<size_t>(N) * C);
     } else {
       std::memcpy(a.out, x, sizeof(float) * N * C);
-      matmul_forward(a.out, a.atty, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
+      linear_forward(a.out, a.atty, ab.atty, true, p.attn_proj_w, p.attn_proj_b, N, C, C, /*accumulate=*/true);
       mlp_in = a.ln1;  // the shared LayerNorm feeds both branches
+      mlp_in_bf16 = ab.ln1;  // already converted for qkv
     }
-    matmul_forward(a.fch, mlp_in, p.fc_w, nullptr, N, C, 4 * C);
-    bias_gelu_forward(a.fch_gelu, a.fch, p.fc_b, N, 4 * C);
-    matmul_forward(a.out, a.fch_gelu, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
+    // bf16: the fc bias is fused into the GEMM (fp32 add); fp32 adds it in bias_gelu_forward.
+    // GeLU is not fused: backward needs the pre-activation fch.
+    linear_forward(a.fch, mlp_in, mlp_in_bf16, false, p.fc_w, bf16 ? p.fc_b : nullptr, N, C, 4 * C, false);
+    bias_gelu_forward(a.fch_gelu, a.fch, bf16 ? nullptr : p.fc_b, N, 4 * C);
+    linear_forward(a.out, a.fch_gelu, ab.fch_gelu, true, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
     x = a.out;
   }
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
-  matmul_forward(logits_, lnf_, P + wte_, nullptr, N, C, Vp_);
+  linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;
   if (!targets) return 0.0f;
   softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_,
@@ -264,7 +339,7 @@ void GPT::backward() {
   const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
 
   // LM head (tied to wte) and final LayerNorm.
-  matmul_backward(dln_, G + wte_, nullptr, logits_, lnf_, P + wte_, N, C, Vp_, false);
+  linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);
   std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
   layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, N, C);
 
@@ -272,22 +347,23 @@ void GPT::backward() {
     BlockParams p = block_params(Pm, l);
     BlockParams g = block_params(G, l);
     BlockActs& a = blocks_[l];
+    const BlockActsBf16& ab = blocks_bf16_[l];
     const float* x = l == 0 ? encoded_ : blocks_[l - 1].out;
     const int W = cfg_.layer_window(l);
     const bool par = cfg_.parallel_block();
     // MLP branch: dres is dLoss/d(block output).
-    matmul_backward(dfch_, g.fc_proj_w, g.fc_proj_b, dres_, a.fch_gelu, p.fc_proj_w, N, 4 * C, C, false);
+    linear_backward(dfch_, g.fc_proj_w, g.fc_proj_b, dres_, a.fch_gelu, ab.fch_gelu, p.fc_proj_w, N, 4 * C, C, false);
     bias_gelu_backward(dfch_, g.fc_b, dfch_, a.fch, N, 4 * C);
-    matmul_backward(dln_, g.fc_w, nullptr, dfch_, par ? a.ln1 : a.ln2, p.fc_w, N, C, 4 * C, false);
+    linear_backward(dln_, g.fc_w, nullptr, dfch_, par ? a.ln1 : a.ln2, par ? ab.ln1 : ab.ln2, p.fc_w, N, C, 4 * C, false);
     if (!par) {
       // dres += LN2 backward: dres becomes dLoss/d(res_att).
       layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_, a.res_att, p.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
     }
     // Attention branch.
-    matmul_backward(datty_, g.attn_proj_w, g.attn_proj_b, dres_, a.atty, p.attn_proj_w, N, C, C, false);
+    linear_backward(datty_, g.attn_proj_w, g.attn_proj_b, dres_, a.atty, ab.atty, p.attn_proj_w, N, C, C, false);
     attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, C, NH_, W);
     // Parallel block: the shared LN's output gradient sums both branches.
-    matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * C, /*accumulate=*/par);
+    linear_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, ab.ln1, p.qkv_w, N, C, 3 * C, /*accumulate=*/par);
     layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
   }
   encoder_backward(G + wte_, G + wpe_, dres_, inputs_.data(), B, T, C);

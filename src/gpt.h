@@ -13,16 +13,33 @@
 // model.full_every-th layer). Weights are tied: the LM head is the token embedding.
 // Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
 // are deterministic for a given thread count; no allocation after construction.
+//
+// Precision::kBf16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
+// fc, fc projection, LM head; forward, input gradient and weight gradient) take bf16 operands
+// with fp32 accumulation (gemm_bf16.h, AMX when present). Master weights, gradients (fp32
+// buffers, accumulated in fp32), LayerNorm, attention, GeLU, softmax and the loss stay fp32. The
+// bf16 weight copy is refreshed at most once per optimizer step, by this rule: any NON-CONST call
+// of params() (the optimizer update, an import) or init_weights() marks the copy stale, and the
+// next forward() converts all weights once; backward() uses the copy its forward used. Code that
+// keeps the float* from params() and writes through it later must call refresh_bf16_weights().
+// The bf16 copies of the GEMM inputs made in forward (ln1, atty, ln2, fch_gelu, lnf) are kept for
+// backward, which never converts them again. kFp32 runs exactly the fp32 code (bit for bit).
 #pragma once
 #include <cstdint>  // uint64_t
 #include <string>
 #include <vector>
 
 #include "aligned.h"        // AlignedBuffer
+#include "bf16.h"           // bf16_t
 #include "config.h"         // ModelConfig
 #include "optim_tensors.h"  // ParamTensor
 
 namespace ms {
+
+// Precision of the linear layers' GEMMs (see the header comment).
+enum class Precision { kFp32, kBf16 };
+// "fp32" / "bf16" (train.precision) -> Precision; anything else is an error.
+Precision parse_precision(const std::string& s);
 
 // How a parameter tensor is treated by weight decay and by the Hugging Face export.
 enum class ParamKind { kEmbedding, kNorm, kBias, kWeight };
@@ -61,7 +78,8 @@ struct BlockActs {
 class GPT {
  public:
   // Allocates parameters, gradients and activations for micro-batches up to maxB x maxT.
-  GPT(const ModelConfig& cfg, int maxB, int maxT);
+  // Precision::kBf16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
+  GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision = Precision::kFp32);
 
   // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
   // (seed, tensor index), so the values do not depend on how the model is later split.
@@ -82,12 +100,18 @@ class GPT {
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // The optimizer's view, with weight decay per kind as configured.
   std::vector<ParamTensor> param_tensors(bool decay_embeddings, bool decay_norm_and_bias) const;
-  float* params() { return params_.data(); }
+  // Non-const access marks the bf16 weight copy stale (see the header comment).
+  float* params() { bf16_weights_stale_ = true; return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
   const float* grads() const { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
   const ParamSpec& spec(const std::string& name) const;
+
+  Precision precision() const { return precision_; }
+  // bf16 mode: converts the fp32 master weights into the bf16 copy now (forward() does it by
+  // itself when the copy is stale). No-op in fp32 mode.
+  void refresh_bf16_weights();
 
   // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
   const float* logits() const { return logits_; }
@@ -102,6 +126,13 @@ class GPT {
  private:
   BlockParams block_params(float* base, int l) const;
   void assign_activations();
+  // One linear layer in the configured precision (fp32: matmul.h; bf16: gemm_bf16.h). In bf16
+  // mode inp_bf16 is the bf16 copy of inp, written here first when convert_inp is true.
+  void linear_forward(float* out, const float* inp, bf16_t* inp_bf16, bool convert_inp,
+                      const float* weight, const float* bias, int N, int C, int OC, bool accumulate);
+  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const bf16_t* inp_bf16, const float* weight, int N, int C,
+                       int OC, bool accumulate_dinp);
 
   ModelConfig cfg_;
   int maxB_, maxT_;
@@ -120,6 +151,14 @@ class GPT {
   float* logits_ = nullptr;  // (N,Vp); holds dlogits after a forward with dloss != 0
   float* losses_ = nullptr;  // (N)
   float *dres_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
+  // bf16 mode only (empty otherwise): the weight copy (same offsets as params_), bf16 copies of
+  // the GEMM inputs saved for backward, and scratch for a converted output gradient.
+  Precision precision_ = Precision::kFp32;
+  bool bf16_weights_stale_ = true;
+  AlignedBuffer<bf16_t> params_bf16_, acts_bf16_;
+  struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
+  std::vector<BlockActsBf16> blocks_bf16_;
+  bf16_t *lnf_bf16_ = nullptr, *dout_bf16_ = nullptr;
   int B_ = 0, T_ = 0;        // shape of the last forward
   bool have_dlogits_ = false;
 };

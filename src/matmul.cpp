@@ -13,6 +13,7 @@ namespace ms {
 
 void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
+  GemmTimeScope timed;  // benchmark accounting; one branch when off (see the end of this file)
   dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A, lda,
                                 B, ldb, beta, C, ldc);
   MS_CHECK(st == dnnl_success, "dnnl_sgemm(M={}, N={}, K={}) failed with status {}", M, N, K, static_cast<int>(st));
@@ -70,5 +71,17 @@ double measure_sgemm_peak_gflops() {
   }
   return best;
 }
+
+// ---- GEMM time accounting (benchmarks only; off by default) ----
+namespace {
+bool g_gemm_timing = false;
+double g_gemm_seconds = 0;
+}  // namespace
+
+void set_gemm_timing(bool on) { g_gemm_timing = on; }
+bool gemm_timing_enabled() { return g_gemm_timing; }
+double gemm_seconds() { return g_gemm_seconds; }
+void reset_gemm_seconds() { g_gemm_seconds = 0; }
+void add_gemm_seconds(double s) { g_gemm_seconds += s; }
 
 }  // namespace ms

@@ -31,6 +31,10 @@ static std::string hms(double s) {
   return fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 
+void RunLog::write_line(const nlohmann::json& j) {
+  jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
+}
+
 void RunLog::clear_bar() {
   if (bar_shown_) { std::fputs("\r\033[2K", stdout); bar_shown_ = false; }
 }
@@ -38,7 +42,7 @@ void RunLog::clear_bar() {
 void RunLog::step(const StepRecord& r) {
   nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_seconds * 1e3}, {"mfu", r.mfu}};
-  jsonl_ << j.dump() << "\n" << std::flush;
+  write_line(j);
   std::string stats = fmt::format("loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | MFU {:.1f}%",
                                   r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3, r.mfu * 100);
   if (bar_) {
@@ -58,14 +62,14 @@ void RunLog::step(const StepRecord& r) {
 }
 
 void RunLog::eval(int step, float val_loss) {
-  jsonl_ << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n" << std::flush;
+  write_line({{"step", step}, {"val_loss", val_loss}});
   clear_bar();
   fmt::print("step {:5d} | val loss {:.4f}\n", step, val_loss);
   std::fflush(stdout);
 }
 
 void RunLog::message(const std::string& event, const std::string& text) {
-  jsonl_ << nlohmann::json{{"event", event}, {"message", text}}.dump() << "\n" << std::flush;
+  write_line({{"event", event}, {"message", text}});
   clear_bar();
   fmt::print("{}\n", text);
   std::fflush(stdout);

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>  // nlohmann::json
+
 namespace ms {
 
 struct StepRecord {
@@ -28,6 +30,9 @@ class RunLog {
 
  private:
   void clear_bar();
+  // One JSON object per line, flushed; invalid UTF-8 (a byte-level BPE sample can end mid-character)
+  // is replaced, never an error.
+  void write_line(const nlohmann::json& j);
   std::ofstream jsonl_;
   bool bar_ = false, bar_shown_ = false;
   std::chrono::steady_clock::time_point start_;

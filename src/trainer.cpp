@@ -15,6 +15,7 @@
 #include "dataloader.h"  // DataLoader
 #include "grad_norm.h"   // grad_sq_sum, clip_scale, scale_inplace
 #include "hf_export.h"   // export_hf
+#include "gemm_bf16.h"   // measure_bf16_gemm_peak_gflops
 #include "matmul.h"      // measure_sgemm_peak_gflops
 #include "rng.h"         // Rng
 #include "run_log.h"     // RunLog
@@ -24,7 +25,7 @@ namespace ms {
 
 Trainer::Trainer(const Config& cfg)
     : cfg_(cfg),
-      model_(cfg.model, cfg.train.batch_size, cfg.train.seq_len),
+      model_(cfg.model, cfg.train.batch_size, cfg.train.seq_len, parse_precision(cfg.train.precision)),
       optimizer_(cfg.optim, model_.param_tensors(cfg.optim.decay_embeddings, cfg.optim.decay_norm_and_bias),
                  model_.num_params()),
       schedule_{cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps,
@@ -59,6 +60,7 @@ StepStats Trainer::train_step(const std::function<void(int*, int*)>& next_micro_
   float scale = clip_scale(norm, cfg_.optim.grad_clip);
   if (scale < 1.0f) scale_inplace(model_.grads(), model_.num_params(), scale);
   s.lr = schedule_.at(s.step - 1);
+  // Non-const params() marks the bf16 weight copy stale: the next forward converts it once.
   optimizer_.step(model_.params(), model_.grads(), s.lr);
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
@@ -129,19 +131,21 @@ float run_training(const Config& cfg) {
 
   Trainer trainer(cfg);
   GPT& model = trainer.model();
-  const double peak = measure_sgemm_peak_gflops();
+  // MFU denominator: the GEMM throughput this machine reaches in the run's precision.
+  const bool bf16 = cfg.train.precision == "bf16";
+  const double peak = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
   const double flops_tok = model.flops_per_token(T);
   log.message("start", fmt::format(
       "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
-      "B={} T={} grad_accum={} -> {} tokens/step, {} threads",
+      "B={} T={} grad_accum={} -> {} tokens/step, {} threads, precision={}",
       model.num_params(), cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.vocab_size,
       cfg.model.padded_vocab(), cfg.model.block, cfg.model.attention,
       cfg.model.attention == "sliding" ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
-      cfg.optim.name, B, T, cfg.train.grad_accum, B * T * cfg.train.grad_accum, threads));
+      cfg.optim.name, B, T, cfg.train.grad_accum, B * T * cfg.train.grad_accum, threads, cfg.train.precision));
   log.message("data", fmt::format("train: {} samples of {} tokens{}", train.num_samples(), T + 1,
                                   val ? fmt::format("; val: {} samples, {} batches per evaluation", val->num_samples(), eval_batches) : ""));
-  log.message("peak", fmt::format("measured fp32 GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
-                                  peak, flops_tok / 1e9));
+  log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
+                                  bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
 
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
   float last = 0;

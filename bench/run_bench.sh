@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# run_bench.sh: megascale vs PyTorch CPU training speed, in one invocation on one machine.
+#
+# For each model config and precision (fp32, bf16) it runs, interleaved and each in its own process
+# (so peak RSS is per run): bench_train (megascale) then bench/torch_gpt.py (PyTorch 1.13 via
+# /usr/bin/python3, 2 threads, OMP_WAIT_POLICY=PASSIVE, ATEN_CPU_CAPABILITY=avx512). It probes the
+# clock and the best fp32/bf16 GEMM throughput before and after, prints a table (tokens/s, ratio,
+# model FLOP/s, MFU vs the theoretical and the measured GEMM peak, share of step time outside
+# GEMMs, peak RSS) and writes it into docs/performance.md between the bench markers.
+#
+# Usage: bench/run_bench.sh [--quick] [--no-doc] [--build DIR]
+#   --quick   2 configs (small T=256, GPT-2 124M T=256), fewer steps (minutes instead of ~30 min)
+#   --no-doc  print only; do not touch docs/performance.md
+#   --build   CMake build dir (default: $MS_BUILD_DIR or <repo>/build); bench_train is (re)built there
+# Env: MS_TORCH_BLAS_LIBDIR=<dir with an OpenBLAS libblas.so.3> for PyTorch fp32 (see below).
+# Results (JSON lines) are kept in <build>/bench_results/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${MS_BUILD_DIR:-$ROOT/build}
+MODE=full
+WRITE_DOC=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) MODE=quick ;;
+    --no-doc) WRITE_DOC=0 ;;
+    --build) BUILD=$2; shift ;;
+    --build=*) BUILD=${1#--build=} ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "run_bench.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+
+PY=/usr/bin/python3
+if [[ ! -f "$BUILD/build.ninja" && ! -f "$BUILD/Makefile" ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$BUILD" --target bench_train >/dev/null
+BENCH="$BUILD/bench_train"
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUTDIR="$BUILD/bench_results"
+mkdir -p "$OUTDIR"
+RES="$OUTDIR/$STAMP-$MODE.jsonl"
+: >"$RES"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+export OMP_NUM_THREADS=2
+TORCH_ENV=(env OMP_WAIT_POLICY=PASSIVE ATEN_CPU_CAPABILITY=avx512)
+# PyTorch's fp32 GEMMs go through the system libblas.so.3 (Debian's torch: BLAS_INFO=generic). The
+# netlib reference BLAS there is ~1 GFLOP/s, which would make any comparison meaningless, so point
+# PyTorch at OpenBLAS (OpenMP build: one threading runtime with torch's libgomp):
+# MS_TORCH_BLAS_LIBDIR=<dir with libblas.so.3>, else the installed openblas-openmp folder if any.
+# Without OpenBLAS installed: apt-get download libopenblas0-openmp && dpkg -x libopenblas0-openmp_*.deb DIR
+# and MS_TORCH_BLAS_LIBDIR=DIR/usr/lib/x86_64-linux-gnu/openblas-openmp.
+TORCH_BLAS=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || echo unknown)
+if [[ -n ${MS_TORCH_BLAS_LIBDIR:-} ]]; then
+  TORCH_ENV+=(LD_LIBRARY_PATH="$MS_TORCH_BLAS_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  TORCH_BLAS=$(readlink -f "$MS_TORCH_BLAS_LIBDIR/libblas.so.3")
+elif [[ $TORCH_BLAS == */blas/libblas.so.3* && -e /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 ]]; then
+  TORCH_ENV+=(LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  TORCH_BLAS=$(readlink -f /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3)
+fi
+if [[ $TORCH_BLAS == */blas/libblas.so.3* ]]; then
+  echo "run_bench: WARNING: PyTorch fp32 will use the netlib reference BLAS ($TORCH_BLAS): ~100x slower than" \
+       "OpenBLAS; set MS_TORCH_BLAS_LIBDIR (see the comment in this script)" >&2
+fi
+export MS_BENCH_TORCH_BLAS=$TORCH_BLAS
+
+# name | megascale overrides | torch_gpt.py arguments
+SMALL_MS="--model.n_layer=6 --model.n_embd=384 --model.n_head=6 --model.vocab_size=8192 --train.batch_size=4 --train.seq_len=256"
+SMALL_PT="--n-layer 6 --n-embd 384 --n-head 6 --vocab-size 8192 --batch-size 4 --seq-len 256"
+G2_MS="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_size=50257 --train.batch_size=4"
+G2_PT="--n-layer 12 --n-embd 768 --n-head 12 --vocab-size 50257 --batch-size 4"
+CONFIGS=(
+  "small-T256|$SMALL_MS|$SMALL_PT"
+  "gpt2-124M-T256|$G2_MS --train.seq_len=256|$G2_PT --seq-len 256"
+)
+if [[ $MODE == full ]]; then
+  CONFIGS+=(
+    "gpt2-124M-T1024|$G2_MS --train.seq_len=1024|$G2_PT --seq-len 1024"
+    "gpt2-124M-T1024-parallel-swa256|$G2_MS --train.seq_len=1024 --model.block=parallel --model.attention=sliding --model.window=256|$G2_PT --seq-len 1024 --block parallel --attention sliding --window 256"
+  )
+fi
+steps_for() {  # config name -> "warmup steps"
+  if [[ $MODE == quick ]]; then echo "1 3"; return; fi
+  case "$1" in small-*) echo "2 10" ;; *T256) echo "2 6" ;; *) echo "1 5" ;; esac
+}
+
+tag() {  # adds {"config":..., "engine":..., "precision":...} to one JSON line (or wraps an error)
+  "$PY" -c '
+import json, sys
+cfg, eng, prec, line = sys.argv[1:5]
+try:
+    j = json.loads(line)
+except Exception:
+    j = {"error": "no JSON output: " + line[-300:]}
+j.setdefault("engine", eng); j.setdefault("precision", prec); j["config"] = cfg
+print(json.dumps(j))' "$@"
+}
+
+probe() {
+  local line
+  line=$("$BENCH" --probe 2>/dev/null | tail -n1 || true)
+  tag probe probe - "$line" >>"$RES"
+}
+
+echo "run_bench: mode=$MODE, results -> $RES, load average at start: $LOAD_START"
+probe
+for entry in "${CONFIGS[@]}"; do
+  IFS='|' read -r name ms_args pt_args <<<"$entry"
+  read -r warm steps <<<"$(steps_for "$name")"
+  for prec in fp32 bf16; do
+    prec_arg=()
+    [[ $prec == bf16 ]] && prec_arg=(--train.precision=bf16)
+    echo "  $name $prec: megascale ..." >&2
+    # shellcheck disable=SC2086
+    line=$("$BENCH" $ms_args "${prec_arg[@]}" --bench.warmup="$warm" --bench.steps="$steps" 2>&1 | tail -n1 || true)
+    tag "$name" megascale "$prec" "$line" >>"$RES"
+    echo "  $name $prec: pytorch ..." >&2
+    # shellcheck disable=SC2086
+    line=$("${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_gpt.py" $pt_args --precision "$prec" --threads 2 \
+             --warmup "$warm" --steps "$steps" 2>&1 | tail -n1 || true)
+    tag "$name" pytorch "$prec" "$line" >>"$RES"
+  done
+done
+probe
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+DOC_ARG=""
+[[ $WRITE_DOC == 1 ]] && DOC_ARG="$ROOT/docs/performance.md"
+"$PY" - "$RES" "$MODE" "$LOAD_START" "$LOAD_END" "$DOC_ARG" <<'PYEOF'
+import datetime, json, os, re, sys
+
+res_path, mode, load_start, load_end, doc = sys.argv[1:6]
+rows = [json.loads(l) for l in open(res_path) if l.strip()]
+probes = [r for r in rows if r["config"] == "probe" and "error" not in r]
+runs = [r for r in rows if r["config"] != "probe"]
+
+def best(key):
+    v = [p[key] for p in probes if p.get(key)]
+    return max(v) if v else None
+
+clock = best("clock_ghz_measured")
+mhz_load = best("cpuinfo_mhz_under_load")
+cores = 2
+peak = {"fp32": cores * 64 * clock * 1e9 if clock else None,
+        "bf16": cores * 1024 * clock * 1e9 if clock else None}
+gemm = {"fp32": best("sgemm_peak_gflops"), "bf16": best("bf16_gemm_peak_gflops")}
+gemm = {k: (v * 1e9 if v else None) for k, v in gemm.items()}
+cpu = "unknown"
+for line in open("/proc/cpuinfo"):
+    if line.startswith("model name"):
+        cpu = line.split(":", 1)[1].strip(); break
+flags = open("/proc/cpuinfo").read()
+isa = ", ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if re.search(r"\b%s\b" % f, flags))
+
+def fmt(x, spec="{:.0f}", na="n/a"):
+    return na if x is None else spec.format(x)
+
+by = {(r["config"], r["engine"], r["precision"]): r for r in runs}
+configs = []
+for r in runs:
+    if r["config"] not in configs:
+        configs.append(r["config"])
+
+lines = []
+lines.append("| config | precision | engine | tokens/s | step ms | megascale / PyTorch | tokens per CPU-s (ratio) | model GFLOP/s | MFU vs theoretical peak | MFU vs best measured GEMM | step time outside GEMMs | peak RSS MB |")
+lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+notes = []
+for c in configs:
+    for prec in ("fp32", "bf16"):
+        ms, pt = by.get((c, "megascale", prec)), by.get((c, "pytorch", prec))
+        for eng, r in (("megascale", ms), ("PyTorch", pt)):
+            if r is None:
+                continue
+            if "error" in r:
+                lines.append(f"| {c} | {prec} | {eng} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |")
+                notes.append(f"{c} {prec} {eng}: {r['error'][:200]}")
+                continue
+            tps = r["tokens_per_s_median"]
+            fl = r["flops_per_token"] * tps
+            ratio = ""
+            if eng == "megascale":
+                ratio = fmt(tps / pt["tokens_per_s_median"], "{:.2f}x") if pt and "error" not in pt else "n/a"
+            tpc = r.get("tokens_per_cpu_s_median")
+            cpu_col = fmt(tpc)
+            if eng == "megascale" and pt and "error" not in pt and tpc and pt.get("tokens_per_cpu_s_median"):
+                cpu_col += f" ({tpc / pt['tokens_per_cpu_s_median']:.2f}x)"
+            share = fmt(r.get("non_gemm_share_median"), "{:.0%}", "n/a (GEMMs not timed)") if eng == "megascale" else "—"
+            lines.append(
+                f"| {c} | {prec} | {eng} | {tps:.0f} | {r['step_ms_median']:.0f} | {ratio} | {cpu_col} | {fl / 1e9:.1f} | "
+                f"{fmt(fl / peak[prec] if peak[prec] else None, '{:.1%}')} | "
+                f"{fmt(fl / gemm[prec] if gemm[prec] else None, '{:.1%}')} | {share} | {r['peak_rss_mb']:.0f} |")
+table = "\n".join(lines)
+
+now = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+steps_desc = "; ".join(sorted({f"{r['config']}: {r.get('warmup','?')} warm-up + {r.get('steps','?')} timed steps"
+                               for r in runs if "error" not in r}))
+p0 = probes[0] if probes else {}
+body = f"""Generated by `bench/run_bench.sh{' --quick' if mode == 'quick' else ''}` on {now} ({mode} mode).
+
+- CPU: {cpu}, {os.cpu_count()} cores ({isa}); 2 threads for both engines.
+- Clock: {fmt(clock, '{:.2f}')} GHz **measured** (dependent 64-bit multiply chain on both cores at once, in
+  thread CPU time); /proc/cpuinfo "cpu MHz" says {fmt(mhz_load, '{:.0f}')} MHz even under load (the VM reports a
+  fixed nominal value), so it is not used.
+- Theoretical peaks at that clock: FP32 {fmt(peak['fp32'] and peak['fp32'] / 1e9, '{:.0f}')} GFLOP/s (2 cores x 64 flop/cycle),
+  AMX-BF16 {fmt(peak['bf16'] and peak['bf16'] / 1e9, '{:.0f}')} GFLOP/s (2 cores x 1024 flop/cycle).
+- Best measured GEMM (better of the probes before and after the runs): fp32 `ms::measure_sgemm_peak_gflops()`
+  {fmt(gemm['fp32'] and gemm['fp32'] / 1e9, '{:.0f}')} GFLOP/s; bf16 oneDNN matmul (bf16 in, f32 out, 1024x768 @ 768x3072, best of
+  plain and pre-packed weights, measured by `bench_train --probe`) {fmt(gemm['bf16'] and gemm['bf16'] / 1e9, '{:.0f}')} GFLOP/s.
+- PyTorch fp32 GEMMs: system BLAS `libblas.so.3` resolved to `{os.environ.get("MS_BENCH_TORCH_BLAS", "?")}` for
+  the PyTorch processes (Debian's torch uses the generic `libblas.so.3`; netlib's reference BLAS there
+  would be ~1 GFLOP/s, so the script points PyTorch at OpenBLAS, OpenMP build). bf16 autocast GEMMs
+  go through oneDNN (AMX) inside torch.
+- Model FLOPs: megascale's `GPT::flops_per_token` (3x forward matmuls, attention over the keys actually
+  attended, LM head with the real vocabulary), the same count for both engines.
+- "Step time outside GEMMs": 1 - (time inside `ms::sgemm`, via `ms::set_gemm_timing`) / step time,
+  median over the timed steps (megascale only; GEMMs that do not report to `ms::gemm_seconds()`,
+  such as the bf16 path until it is wrapped in `ms::GemmTimeScope`, show as "n/a").
+- MFU "vs best measured GEMM" above 100% means the GEMM probe itself was slowed by other load.
+- Medians over timed steps after warm-up ({steps_desc}). Each run is its own process (peak RSS
+  = `getrusage` ru_maxrss of that process); megascale and PyTorch alternate per config and precision.
+- "tokens per CPU-s": tokens / process CPU time (all threads) of the step, a second view that other
+  processes on the cores skew less than wall time (spin-waiting still counts as CPU time).
+- Load average (1/5/15 min) at start: {load_start}; at end: {load_end}. **Other engineers use this
+  machine**: a load above ~0.5 means the numbers are pessimistic and noisy; rerun on an idle machine before
+  drawing fine conclusions.
+
+{table}
+"""
+if notes:
+    body += "\nn/a rows:\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+print(body)
+
+if doc:
+    begin, end = "<!-- bench:begin (written by bench/run_bench.sh) -->", "<!-- bench:end -->"
+    if os.path.exists(doc):
+        text = open(doc).read()
+    else:
+        text = "# Performance\n\n" + begin + "\n" + end + "\n"
+    if begin in text and end in text:
+        i, j = text.index(begin) + len(begin), text.index(end)
+        text = text[:i] + "\n" + body + text[j:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + begin + "\n" + body + end + "\n"
+    open(doc, "w").write(text)
+    print(f"run_bench: wrote {doc}")
+PYEOF
