@@ -6,6 +6,7 @@
 #include <limits>   // std::numeric_limits
 #include <unistd.h> // getpid, fsync
 
+#include "atomic_file.h"  // write_file_atomic
 #include "check.h"
 
 namespace ms {
@@ -27,28 +28,6 @@ std::string strip_extension(const std::string& p) {
   return (ends(".bin") || ends(".idx")) ? p.substr(0, p.size() - 4) : p;
 }
 
-// Writes bytes to `path` via a temporary file + rename.
-void write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  MS_SYSCHECK(f != nullptr, "{}: cannot create", tmp);
-  bool ok = bytes == 0 || std::fwrite(data, 1, bytes, f) == bytes;
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (::fsync(::fileno(f)) == 0) && ok;
-  int e = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    errno = e;
-    MS_SYSCHECK(false, "{}: write failed", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    e = errno;
-    std::remove(tmp.c_str());
-    errno = e;
-    MS_SYSCHECK(false, "{}: cannot rename {} to it", path, tmp);
-  }
-}
 
 }  // namespace
 
@@ -320,8 +299,8 @@ void MegatronWriter::finalize() {
     ptr += static_cast<int64_t>(len) * static_cast<int64_t>(megatron_dtype_size(dtype_));
   }
   put(doc_idx_.data(), 8 * d);
-  write_file_atomic(prefix_ + ".bin", bin_.data(), bin_.size());
-  write_file_atomic(prefix_ + ".idx", idx.data(), idx.size());
+  write_file_atomic(prefix_ + ".bin", {{bin_.data(), bin_.size()}});
+  write_file_atomic(prefix_ + ".idx", {{idx.data(), idx.size()}});
 }
 
 void write_megatron_dataset(const std::string& prefix,

@@ -7,7 +7,8 @@
 
 #include <nlohmann/json.hpp>  // nlohmann::json
 
-#include "check.h"  // MS_CHECK
+#include "atomic_file.h"  // write_file_atomic
+#include "check.h"        // MS_CHECK
 
 namespace ms {
 
@@ -54,21 +55,10 @@ void save_safetensors(const std::string& path, const StFile& file) {
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
   std::string h = header.dump();
   while (h.size() % 8) h.push_back(' ');
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MS_SYSCHECK(out.good(), "{}: cannot open for writing", tmp);
-    uint64_t n = h.size();
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& [name, t] : file.tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    out.flush();
-    MS_SYSCHECK(out.good(), "{}: write failed", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  MS_CHECK(!ec, "{}: rename from {} failed: {}", path, tmp, ec.message());
+  const uint64_t n = h.size();
+  std::vector<ByteRange> parts = {{&n, 8}, {h.data(), h.size()}};
+  for (const auto& [name, t] : file.tensors) parts.push_back({t.bytes.data(), t.bytes.size()});
+  write_file_atomic(path, parts);
 }
 
 StFile load_safetensors(const std::string& path) {

