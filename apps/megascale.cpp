@@ -58,8 +58,19 @@ int main(int argc, char** argv) {
   const auto fields = ms::list_fields(defaults);
   add_prepare(app, prep);
   add_train(app, targs, fields);
+  // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
+  // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; i--) {
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=') {
+      args.push_back("");
+      a.pop_back();
+    }
+    args.push_back(a);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);  // CLI11 takes the arguments in reverse order
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

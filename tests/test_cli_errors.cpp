@@ -58,6 +58,14 @@ TEST_F(CliErrors, GoodShardTrainsOneStep) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/model/model.safetensors"));
 }
 
+TEST_F(CliErrors, EmptyValueDoesNotSwallowTheNextArgument) {
+  // `--data.val=` sets an empty value (no validation); the argument after it must still count.
+  auto r = run_cmd(std::string(MEGASCALE_BINARY) + " train " + dir + "/ok.toml --data.val= --train.out_dir=" + dir +
+                   "/run2 --data.train=" + dir + "/good.bin");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run2/model/model.safetensors")) << r.output;
+}
+
 TEST_F(CliErrors, WrongMagic) {
   write_shard(dir + "/bad.bin", 12345, 1, 100, std::vector<uint16_t>(100, 1));
   expect_error("--data.train=" + dir + "/bad.bin", "bad.bin");
