@@ -132,7 +132,7 @@ float run_training(const Config& cfg) {
   Trainer trainer(cfg);
   GPT& model = trainer.model();
   // MFU denominator: the GEMM throughput this machine reaches in the run's precision.
-  const bool bf16 = cfg.train.precision == "bf16";
+  const bool bf16 = model.precision() == Precision::kBf16;
   const double peak = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
   const double flops_tok = model.flops_per_token(T);
   log.message("start", fmt::format(
@@ -168,9 +168,7 @@ float run_training(const Config& cfg) {
   export_hf(model, model_dir);
   log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   if (cfg.train.sample_tokens > 0) {
-    Gpt2Tokenizer tok = Gpt2Tokenizer::load(
-        (cfg.data.tokenizer_dir.empty() ? default_tokenizer_dir() : cfg.data.tokenizer_dir) + "/encoder.json",
-        (cfg.data.tokenizer_dir.empty() ? default_tokenizer_dir() : cfg.data.tokenizer_dir) + "/vocab.bpe");
+    Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(cfg.data.tokenizer_dir);  // empty: the installed one
     std::string text = trainer.sample(tok, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed));
     log.message("sample", "sample:\n---\n" + text + "\n---");
   }

