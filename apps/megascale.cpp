@@ -1,6 +1,8 @@
 // megascale: the one binary. Subcommands only wire library components together:
 //   megascale prepare INPUT... --out DIR     text files / folders -> GPT-2 token shards
 //   megascale train [CONFIG.toml] [--section.key=value ...]   train a GPT (see --help for every key)
+//   megascale launch --nproc N [--store file|redis|redis://h:p] -- CMD...   N local ranks of CMD
+//   megascale bench comm [--ranks 8,16,32] [--store file,redis] [--sizes 4K..64M]   comm start-up and bandwidth
 #include <cstdio>
 #include <map>
 #include <string>
@@ -10,7 +12,9 @@
 #include <fmt/format.h>  // fmt::print
 
 #include "check.h"    // ms::Error
+#include "comm_bench.h"  // CommBenchOptions, run_comm_bench, run_comm_bench_worker
 #include "config.h"   // Config, list_fields, set_field, load_toml
+#include "launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
 #include "prepare.h"  // PrepareOptions, run_prepare
 #include "trainer.h"  // run_training
 
@@ -47,6 +51,39 @@ void add_train(CLI::App& app, TrainArgs& args, const std::vector<ms::FieldInfo>&
   }
 }
 
+void add_launch(CLI::App& app, ms::LaunchOptions& opt) {
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "start N local ranks of a command (a megascale subcommand, or a path) with rendezvous env");
+  cmd->add_option("-n,--nproc", opt.nproc, "number of ranks (1..1024)")->required()->check(CLI::Range(1, 1024));
+  cmd->add_option("--store", opt.store, "rendezvous store: 'file' (a fresh folder), 'redis' (a redis-server "
+                  "started for the launch) or redis://host:port")->capture_default_str();
+  cmd->add_option("--run-dir", opt.run_dir, "folder for the store's files (default: the temporary folder)");
+  cmd->add_flag("--quiet-others", opt.quiet_others, "forward only rank 0's stdout (stderr of every rank is kept)");
+  cmd->add_option("command", opt.command, "after --: a megascale subcommand and its arguments, or a path "
+                  "starting with / or ./ and its arguments")->required();
+}
+
+void add_bench(CLI::App& app, ms::CommBenchOptions& opt, ms::CommBenchWorkerOptions& w) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* cmd = bench->add_subcommand("comm", "rendezvous time and collective bandwidth of N local ranks (gloo)");
+  cmd->add_option("--ranks", opt.ranks, "rank counts, e.g. 8,16,32")->delimiter(',')->capture_default_str();
+  cmd->add_option("--store", opt.stores, "stores for the start-up rows: file, redis, redis://h:p")->delimiter(',');
+  cmd->add_option("--sizes", opt.sizes, "message sizes: 4K..64M (powers of 4) or a list 4K,1M")->capture_default_str();
+  cmd->add_option("--iters", opt.iters, "timed iterations per op and size")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--warmup", opt.warmup, "checked warm-up iterations")->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_flag("--bandwidth-all", opt.bandwidth_all, "bandwidth rows for every rank count (default: the smallest)");
+  cmd->add_flag("--mpi", opt.mpi, "also bandwidth rows on MPI (mpirun -np <smallest>)");
+  cmd->add_option("--json", opt.json_path, "also write every row to this JSON file");
+  CLI::App* wk = bench->add_subcommand("comm-worker", "one rank of `bench comm` (started by it)")->group("");
+  wk->add_option("--sizes", w.sizes);
+  wk->add_option("--iters", w.iters);
+  wk->add_option("--warmup", w.warmup);
+  wk->add_flag("!--no-bandwidth", w.bandwidth);
+  wk->add_option("--backend", w.backend);
+  wk->add_option("--out", w.out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,12 +95,21 @@ int main(int argc, char** argv) {
   const auto fields = ms::list_fields(defaults);
   add_prepare(app, prep);
   add_train(app, targs, fields);
+  ms::LaunchOptions launch;
+  add_launch(app, launch);
+  ms::CommBenchOptions bench;
+  ms::CommBenchWorkerOptions bench_worker;
+  add_bench(app, bench, bench_worker);
   // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
-  // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead.
+  // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead. Arguments
+  // after "--" (the command of `launch`) are passed on untouched.
+  int end_of_options = argc;
+  for (int i = 1; i < argc; i++)
+    if (std::string(argv[i]) == "--") { end_of_options = i; break; }
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; i--) {
     std::string a = argv[i];
-    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=') {
+    if (i < end_of_options && a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=') {
       args.push_back("");
       a.pop_back();
     }
@@ -75,6 +121,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    if (app.got_subcommand("launch")) {
+      launch.command = ms::resolve_launch_command(launch.command);
+      return ms::run_launcher(launch).exit_code;
+    }
+    if (app.got_subcommand("bench")) {
+      CLI::App* b = app.get_subcommand("bench");
+      if (b->got_subcommand("comm-worker")) {
+        ms::run_comm_bench_worker(bench_worker);
+        return 0;
+      }
+      return ms::run_comm_bench(bench);
+    }
     if (app.got_subcommand("prepare")) {
       ms::PrepareResult r = ms::run_prepare(prep);
       fmt::print("prepared {} train tokens in {} shard(s), {} val tokens in {} shard(s); unigram entropy {:.3f} bits/token\n",

@@ -1,0 +1,367 @@
+// comm_check: one rank of a communication test, launched N times by tests/test_comm.cpp (gloo:
+// RANK/WORLD_SIZE/MEGASCALE_STORE in the environment; mpi: under mpirun). Every result is checked
+// against a closed form (rank r contributes values computed from r), every mismatch is printed.
+// Exit code: 0 all checks passed, 1 mismatches, 3 CommError (printed as "COMM_ERROR ..."), 2 other.
+//   --mode ops        every op, f32 and bf16, sum and max, counts 1, 7, 1000003, in place, async,
+//                     send/recv; then the groups of a RankGrid (--grid order:tp,dp,pp)
+//   --mode allreduce  one all_reduce (rendezvous tests)
+//   --mode fault      all_reduce in a loop; rank --victim SIGKILLs or SIGSTOPs itself (--fault) at
+//                     iteration --at; the others must end in a CommError
+//   --mode latency    not a check: rank 0 prints the mean time of all_reduce and barrier
+#include <signal.h>  // raise
+#include <unistd.h>  // getpid
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bf16.h"
+#include "comm.h"
+#include "rank_grid.h"
+
+namespace {
+
+using namespace ms;
+
+int g_failures = 0;
+long g_checks = 0;  // elements compared
+
+#define EXPECT(cond, ...)                                                              \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      if (g_failures++ < 20) fmt::print("FAIL {}:{}: {}\n", __FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
+    }                                                                                  \
+  } while (0)
+
+// Contributions: element i of world rank w. Small integers: sums and maxima are exact in bf16.
+float v_sum(int w, size_t i) { return static_cast<float>(w + static_cast<int>(i % 5)); }
+float v_max(int w, size_t i) { return static_cast<float>((w * 7 + static_cast<int>(i % 13) * 3) % 13); }
+float value(ReduceOp op, int w, size_t i) { return op == ReduceOp::kSum ? v_sum(w, i) : v_max(w, i); }
+
+float expected(ReduceOp op, const std::vector<int>& members, size_t i) {
+  float e = op == ReduceOp::kSum ? 0.0f : -1e30f;
+  for (int w : members) e = op == ReduceOp::kSum ? e + value(op, w, i) : std::max(e, value(op, w, i));
+  return e;
+}
+
+// A buffer of either dtype, read and written as float.
+struct Buf {
+  DType t;
+  std::vector<float> f;
+  std::vector<bf16_t> h;
+  Buf(DType type, size_t n, float fill = -7.0f) : t(type) {
+    if (t == DType::kF32) f.assign(n, fill);
+    else h.assign(n, f32_to_bf16_rne(fill));
+  }
+  void* data() { return t == DType::kF32 ? static_cast<void*>(f.data()) : static_cast<void*>(h.data()); }
+  void* at(size_t i) { return static_cast<char*>(data()) + i * dtype_size(t); }
+  float get(size_t i) const { return t == DType::kF32 ? f[i] : bf16_to_f32(h[i]); }
+  void set(size_t i, float v) {
+    if (t == DType::kF32) f[i] = v;
+    else h[i] = f32_to_bf16_rne(v);
+  }
+};
+
+// Compares got[i] with want(i) for i < n; prints the first mismatch of the check.
+template <class F>
+void check(const char* what, const Communicator& c, DType t, size_t n, const Buf& got, size_t off, F want) {
+  size_t bad = 0;
+  g_checks += n;
+  for (size_t i = 0; i < n; i++) {
+    const float g = got.get(off + i), w = want(i);
+    if (g != w) {
+      if (bad == 0)
+        EXPECT(false, "{} on '{}' (rank {} of {}) {} n={}: [{}] = {} want {}", what, c.name(), c.rank(), c.size(),
+               dtype_name(t), n, i, g, w);
+      bad++;
+    }
+  }
+  if (bad > 1) fmt::print("  ... {} mismatches in all\n", bad);
+}
+
+void check_all_reduce(Communicator& c, DType t, ReduceOp op, size_t n) {
+  const int me = c.world_ranks()[c.rank()];
+  Buf b(t, n);
+  for (size_t i = 0; i < n; i++) b.set(i, value(op, me, i));
+  c.all_reduce(b.data(), n, t, op);
+  check("all_reduce", c, t, n, b, 0, [&](size_t i) { return expected(op, c.world_ranks(), i); });
+}
+
+void check_reduce_scatter(Communicator& c, DType t, ReduceOp op, size_t shard, bool in_place) {
+  const int me = c.world_ranks()[c.rank()], n = c.size();
+  Buf in(t, shard * n), out(t, shard);
+  for (size_t i = 0; i < shard * n; i++) in.set(i, value(op, me, i));
+  void* dst = in_place ? in.at(c.rank() * shard) : out.data();
+  c.reduce_scatter(in.data(), dst, shard, t, op);
+  const Buf& got = in_place ? in : out;
+  const size_t off = in_place ? c.rank() * shard : 0;
+  check(in_place ? "reduce_scatter(in place)" : "reduce_scatter", c, t, shard, got, off,
+        [&](size_t i) { return expected(op, c.world_ranks(), c.rank() * shard + i); });
+  if (in_place)  // the other shards of the input are left alone
+    check("reduce_scatter(in place) input", c, t, c.rank() * shard, in, 0, [&](size_t i) { return value(op, me, i); });
+}
+
+void check_all_gather(Communicator& c, DType t, size_t shard, bool in_place) {
+  const int me = c.world_ranks()[c.rank()], n = c.size();
+  Buf in(t, shard), out(t, shard * n);
+  for (size_t i = 0; i < shard; i++) {
+    if (in_place) out.set(c.rank() * shard + i, v_sum(me, c.rank() * shard + i));
+    else in.set(i, v_sum(me, c.rank() * shard + i));
+  }
+  const void* src = in_place ? out.at(c.rank() * shard) : in.data();
+  c.all_gather(src, out.data(), shard, t);
+  check(in_place ? "all_gather(in place)" : "all_gather", c, t, shard * n, out, 0,
+        [&](size_t i) { return v_sum(c.world_ranks()[i / shard], i); });
+}
+
+void check_broadcast(Communicator& c, DType t, size_t n, int root) {
+  const int me = c.world_ranks()[c.rank()];
+  Buf b(t, n);
+  if (c.rank() == root)
+    for (size_t i = 0; i < n; i++) b.set(i, v_sum(me, i));
+  c.broadcast(b.data(), n, t, root);
+  check("broadcast", c, t, n, b, 0, [&](size_t i) { return v_sum(c.world_ranks()[root], i); });
+}
+
+// Three all-reduces in flight at once, waited in reverse order.
+void check_async(Communicator& c, DType t) {
+  const int me = c.world_ranks()[c.rank()];
+  const size_t sizes[3] = {5, 100003, 17};
+  std::vector<Buf> bufs;
+  for (size_t n : sizes) {
+    bufs.emplace_back(t, n);
+    for (size_t i = 0; i < n; i++) bufs.back().set(i, v_sum(me, i));
+  }
+  std::vector<CommWork> w;
+  for (int k = 0; k < 3; k++) w.push_back(c.start_all_reduce(bufs[k].data(), sizes[k], t, ReduceOp::kSum));
+  for (int k = 2; k >= 0; k--) w[k].wait();
+  for (int k = 0; k < 3; k++)
+    check("async all_reduce", c, t, sizes[k], bufs[k], 0,
+          [&](size_t i) { return expected(ReduceOp::kSum, c.world_ranks(), i); });
+}
+
+// Ring exchange: everybody sends two tagged messages to the next rank and receives from the
+// previous one, both started before either is waited on; the recvs are started in the opposite
+// tag order, so matching must go by tag.
+void check_send_recv(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  if (n < 2) return;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  auto pattern = [](int from, int tag, size_t i) { return static_cast<uint8_t>(from * 31 + tag * 7 + i); };
+  const size_t sizes[2] = {3, 300001};
+  std::vector<std::vector<uint8_t>> out(2), in(2);
+  for (int k = 0; k < 2; k++) {
+    out[k].resize(sizes[k]);
+    in[k].assign(sizes[k], 0);
+    for (size_t i = 0; i < sizes[k]; i++) out[k][i] = pattern(r, k + 10, i);
+  }
+  std::vector<CommWork> w;
+  w.push_back(c.start_recv(in[1].data(), sizes[1], prev, 11));
+  w.push_back(c.start_send(out[0].data(), sizes[0], next, 10));
+  w.push_back(c.start_send(out[1].data(), sizes[1], next, 11));
+  w.push_back(c.start_recv(in[0].data(), sizes[0], prev, 10));
+  for (auto& x : w) x.wait();
+  for (int k = 0; k < 2; k++) {
+    size_t bad = 0;
+    for (size_t i = 0; i < sizes[k]; i++) bad += in[k][i] != pattern(prev, k + 10, i);
+    EXPECT(bad == 0, "send/recv on '{}' tag {}: {} wrong bytes from rank {}", c.name(), k + 10, bad, prev);
+  }
+}
+
+// Sums of non-integers: on gloo the result is exactly the rank-order sum ((x0 + x1) + x2) + ...
+// (bf16: rounded to nearest even after every addition); on every backend each rank holds the
+// same bits (checked by gathering everybody's result).
+void check_same_bits(Communicator& c, DType t) {
+  const size_t n = 4099;
+  auto x = [](int w, size_t i) { return static_cast<float>((w * 131 + static_cast<int>(i) * 17) % 1000) / 7.0f - 50.0f; };
+  const int me = c.world_ranks()[c.rank()];
+  Buf b(t, n), ref(t, 1);
+  for (size_t i = 0; i < n; i++) b.set(i, x(me, i));
+  c.all_reduce(b.data(), n, t, ReduceOp::kSum);
+  if (std::string(c.backend()) == "gloo") {
+    check("rank-order all_reduce", c, t, n, b, 0, [&](size_t i) {
+      ref.set(0, x(c.world_ranks()[0], i));
+      float acc = ref.get(0);
+      for (int r = 1; r < c.size(); r++) {
+        ref.set(0, x(c.world_ranks()[r], i));
+        ref.set(0, acc + ref.get(0));  // fp32 add, then (bf16) rounding
+        acc = ref.get(0);
+      }
+      return acc;
+    });
+  }
+  Buf all(t, n * c.size());
+  c.all_gather(b.data(), all.data(), n, t);
+  const size_t bytes = n * dtype_size(t);
+  for (int r = 0; r < c.size(); r++)
+    EXPECT(std::memcmp(all.at(r * n), b.data(), bytes) == 0, "all_reduce on '{}' {}: rank {} got other bits than rank {}",
+           c.name(), dtype_name(t), c.world_ranks()[r], me);
+}
+
+void check_ops(Communicator& c, bool big) {
+  const size_t n = c.size();
+  std::vector<size_t> counts = {1, 7, 1000};
+  if (big) counts.push_back(1000003);
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      for (size_t count : counts) {
+        check_all_reduce(c, t, op, count);
+        const size_t shard = count >= 1000 ? count / n : count;
+        check_reduce_scatter(c, t, op, shard, false);
+        check_reduce_scatter(c, t, op, shard, true);
+      }
+    }
+    for (size_t count : counts) {
+      const size_t shard = count >= 1000 ? count / n : count;
+      check_all_gather(c, t, shard, false);
+      check_all_gather(c, t, shard, true);
+    }
+    for (int root = 0; root < c.size(); root++) check_broadcast(c, t, root == 0 && big ? 1000003 : 7, root);
+    check_async(c, t);
+    check_same_bits(c, t);
+  }
+  check_send_recv(c);
+  c.barrier();
+}
+
+// The trace of group g: ops with consecutive collective seqs, status ok, bytes as started.
+void check_trace(const std::string& group, size_t min_records) {
+  std::vector<CommRecord> recs;
+  for (const CommRecord& r : comm_trace())
+    if (r.group == group && r.op != "send" && r.op != "recv") recs.push_back(r);
+  EXPECT(recs.size() >= min_records, "trace of '{}': {} records, want >= {}", group, recs.size(), min_records);
+  for (size_t i = 0; i < recs.size(); i++) {
+    EXPECT(recs[i].status == "ok", "trace '{}' seq {}: status '{}'", group, recs[i].seq, recs[i].status);
+    EXPECT(recs[i].end_ns >= recs[i].start_ns && recs[i].start_ns >= recs[i].enqueue_ns, "trace times out of order");
+    if (i) EXPECT(recs[i].seq == recs[i - 1].seq + 1, "trace '{}': seq {} after {}", group, recs[i].seq, recs[i - 1].seq);
+  }
+}
+
+void check_grid(std::unique_ptr<Communicator> world, const std::string& spec) {
+  // spec: "order:tp,dp,pp", e.g. "tp-dp-pp:2,2,1"
+  const size_t colon = spec.find(':');
+  GridShape shape;
+  MS_CHECK(colon != std::string::npos && std::sscanf(spec.c_str() + colon + 1, "%d,%d,%d", &shape.tp, &shape.dp,
+                                                     &shape.pp) == 3, "bad --grid '{}'", spec);
+  RankGrid grid(std::move(world), spec.substr(0, colon), shape);
+  const int me = grid.world().rank();
+  for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kDp, ParallelDim::kPp}) {
+    Communicator& g = grid.group(d);
+    const auto members = grid.layout().group(d, me);
+    EXPECT(g.world_ranks() == members, "group '{}' members differ from the layout", g.name());
+    EXPECT(g.name() == grid.layout().group_name(d, me), "group name '{}'", g.name());
+    EXPECT(g.world_ranks()[g.rank()] == me, "group '{}': rank {} is not world rank {}", g.name(), g.rank(), me);
+    check_ops(g, false);
+  }
+  // Groups of different dimensions with collectives in flight at once.
+  Buf a(DType::kF32, 1001), b(DType::kF32, 1001);
+  for (size_t i = 0; i < 1001; i++) a.set(i, v_sum(me, i)), b.set(i, v_sum(me, i));
+  CommWork wa = grid.tp().start_all_reduce(a.data(), 1001, DType::kF32, ReduceOp::kSum);
+  CommWork wb = grid.dp().start_all_reduce(b.data(), 1001, DType::kF32, ReduceOp::kSum);
+  wb.wait();
+  wa.wait();
+  check("tp all_reduce", grid.tp(), DType::kF32, 1001, a, 0,
+        [&](size_t i) { return expected(ReduceOp::kSum, grid.tp().world_ranks(), i); });
+  check("dp all_reduce", grid.dp(), DType::kF32, 1001, b, 0,
+        [&](size_t i) { return expected(ReduceOp::kSum, grid.dp().world_ranks(), i); });
+  grid.world().barrier();
+}
+
+int run_fault(Communicator& c, int victim, const std::string& fault, int at, const std::string& trace_out) {
+  using Clock = std::chrono::steady_clock;
+  const int me = c.world_ranks()[c.rank()];
+  auto last_ok = Clock::now();
+  for (int it = 0;; it++) {
+    if (me == victim && it == at) {
+      std::fflush(stdout);
+      raise(fault == "kill" ? SIGKILL : SIGSTOP);
+    }
+    Buf b(DType::kF32, 1000);
+    for (size_t i = 0; i < 1000; i++) b.set(i, v_sum(me, i));
+    try {
+      c.all_reduce(b.data(), 1000, DType::kF32, ReduceOp::kSum);
+    } catch (const CommError& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok).count();
+      fmt::print("COMM_ERROR elapsed_ms={} iteration={}: {}\n", ms, it, e.what());
+      // A later op on the same group fails at once.
+      try {
+        c.barrier();
+        fmt::print("FAIL: barrier after a CommError succeeded\n");
+      } catch (const CommError& e2) {
+        fmt::print("LATER_ERROR: {}\n", e2.what());
+      }
+      if (!trace_out.empty()) write_comm_trace(trace_out);
+      std::fflush(stdout);
+      return 3;
+    }
+    check("all_reduce", c, DType::kF32, 1000, b, 0, [&](size_t i) { return expected(ReduceOp::kSum, c.world_ranks(), i); });
+    if (g_failures) return 1;
+    last_ok = Clock::now();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"comm_check: one rank of a communication test"};
+  std::string mode = "ops", grid, fault = "kill", trace_out, pid_dir;
+  int timeout_ms = 20000, victim = -1, at = 20;
+  size_t trace_capacity = 4096;
+  app.add_option("--mode", mode)->check(CLI::IsMember({"ops", "allreduce", "fault", "latency"}));
+  app.add_option("--grid", grid, "order:tp,dp,pp for the RankGrid checks (ops mode)");
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--victim", victim);
+  app.add_option("--fault", fault)->check(CLI::IsMember({"kill", "stop"}));
+  app.add_option("--at", at);
+  app.add_option("--trace-out", trace_out, "write the comm trace here (fault mode, on error)");
+  app.add_option("--trace-capacity", trace_capacity);
+  app.add_option("--pid-dir", pid_dir, "write <dir>/pid.<rank>");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    CommEnv env = CommEnv::from_environment();
+    env.timeout = std::chrono::milliseconds(timeout_ms);
+    env.trace_capacity = trace_capacity;
+    auto world = init_world(env);
+    const int me = world->rank();
+    if (!pid_dir.empty()) std::ofstream(pid_dir + "/pid." + std::to_string(me)) << getpid() << "\n";
+    if (!trace_out.empty()) trace_out += "." + std::to_string(me);
+    if (mode == "allreduce") {
+      check_all_reduce(*world, DType::kF32, ReduceOp::kSum, 1001);
+    } else if (mode == "latency") {  // not a test: mean time per op, printed by rank 0
+      for (size_t n : {size_t(1), size_t(1000), size_t(1000000)}) {
+        std::vector<float> b(n, 1.0f);
+        world->barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        const int iters = n >= 1000000 ? 20 : 200;
+        for (int i = 0; i < iters; i++) world->all_reduce(b.data(), n, DType::kF32, ReduceOp::kSum);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        if (me == 0) fmt::print("all_reduce n={}: {:.1f} us\n", n, us / iters);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 200; i++) world->barrier();
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (me == 0) fmt::print("barrier: {:.1f} us\n", us / 200);
+    } else if (mode == "fault") {
+      return run_fault(*world, victim, fault, at, trace_out);
+    } else {
+      check_ops(*world, true);
+      check_trace("world", 20);
+      if (!grid.empty()) check_grid(std::move(world), grid);
+    }
+    std::fflush(stdout);
+  } catch (const CommError& e) {
+    fmt::print("COMM_ERROR: {}\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    fmt::print("ERROR: {}\n", e.what());
+    return 2;
+  }
+  if (g_failures) fmt::print("{} checks failed\n", g_failures);
+  else fmt::print("PASS: {} elements checked\n", g_checks);
+  return g_failures ? 1 : 0;
+}
