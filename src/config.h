@@ -57,6 +57,7 @@ namespace ms {
   X(int, sample_tokens, 64, "tokens of text generated at the end (0 = none)")                      \
   X(std::string, out_dir, "runs/default", "run directory: log.jsonl, resolved config, final model") \
   X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
+  X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs)") \
   X(std::string, precision, "fp32", "GEMM precision: 'fp32', or 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32)") \
   X(std::string, progress, "auto", "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")
 

@@ -124,12 +124,17 @@ BlockParams GPT::block_params(float* base, int l) const {
 void GPT::assign_activations() {
   const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_;
   const bool par = cfg_.parallel_block();
+  const bool bf16 = precision_ == Precision::kBf16;
   // Per block: ln1 C, ln1 stats 2, qkv 3C, atty C, lse NH, [res_att C, ln2 C, ln2 stats 2], fch 4C,
-  // fch_gelu 4C, out C.
+  // fch_gelu 4C, out C. In bf16 mode the fp32 ln1, ln2, fch_gelu and lnf are only GEMM inputs: the
+  // backward reads their bf16 copies, so one shared fp32 scratch of each serves every layer.
+  const size_t gemm_only = N * (C + (par ? 0 : C) + 4 * C);  // ln1, [ln2], fch_gelu
   size_t per_block = N * (C + 2 + 3 * C + C + NH_ + 4 * C + 4 * C + C);
   if (!par) per_block += N * (C + C + 2);
+  if (bf16) per_block -= gemm_only;
   size_t total = N * C                          // encoded
                  + per_block * L_              // blocks
+                 + (bf16 ? gemm_only : 0)      // shared scratch (bf16 mode)
                  + N * (C + 2)                 // lnf + stats
                  + N * static_cast<size_t>(Vp_)  // logits
                  + N                           // losses
@@ -140,18 +145,28 @@ void GPT::assign_activations() {
   float* p = acts_.data();
   auto take = [&](size_t n) { float* r = p; p += n; return r; };
   encoded_ = take(N * C);
+  float *shared_ln1 = nullptr, *shared_ln2 = nullptr, *shared_gelu = nullptr;
+  if (bf16) {
+    shared_ln1 = take(N * C);
+    shared_ln2 = par ? nullptr : take(N * C);
+    shared_gelu = take(N * 4 * C);
+  }
   blocks_.resize(L_);
   for (int l = 0; l < L_; l++) {
     BlockActs& a = blocks_[l];
-    a.ln1 = take(N * C); a.ln1_mean = take(N); a.ln1_rstd = take(N);
+    a.ln1 = bf16 ? shared_ln1 : take(N * C);
+    a.ln1_mean = take(N); a.ln1_rstd = take(N);
     a.qkv = take(N * 3 * C);
     a.atty = take(N * C); a.att_lse = take(N * NH_);
     if (!par) {
-      a.res_att = take(N * C); a.ln2 = take(N * C); a.ln2_mean = take(N); a.ln2_rstd = take(N);
+      a.res_att = take(N * C);
+      a.ln2 = bf16 ? shared_ln2 : take(N * C);
+      a.ln2_mean = take(N); a.ln2_rstd = take(N);
     } else {
       a.res_att = a.ln2 = a.ln2_mean = a.ln2_rstd = nullptr;
     }
-    a.fch = take(N * 4 * C); a.fch_gelu = take(N * 4 * C);
+    a.fch = take(N * 4 * C);
+    a.fch_gelu = bf16 ? shared_gelu : take(N * 4 * C);
     a.out = take(N * C);
   }
   lnf_ = take(N * C); lnf_mean_ = take(N); lnf_rstd_ = take(N);
@@ -162,7 +177,7 @@ void GPT::assign_activations() {
   MS_CHECK(p == acts_.data() + total, "GPT: activation layout mismatch");
 
   blocks_bf16_.assign(L_, BlockActsBf16{});
-  if (precision_ != Precision::kBf16) return;
+  if (!bf16) return;
   // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the scratch
   // for a converted output gradient (the widest is the LM head's dlogits, N x Vp).
   const size_t per_block16 = N * (C + C + (par ? 0 : C) + 4 * C);

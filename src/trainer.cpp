@@ -19,6 +19,7 @@
 #include "matmul.h"      // measure_sgemm_peak_gflops
 #include "rng.h"         // Rng
 #include "run_log.h"     // RunLog
+#include "thread_pin.h"  // pin_omp_threads
 #include "tokenizer.h"   // Gpt2Tokenizer
 
 namespace ms {
@@ -131,6 +132,8 @@ float run_training(const Config& cfg) {
 
   Trainer trainer(cfg);
   GPT& model = trainer.model();
+  // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
+  if (cfg.train.pin_threads) log.message("threads", pin_omp_threads());
   // MFU denominator: the GEMM throughput this machine reaches in the run's precision.
   const bool bf16 = model.precision() == Precision::kBf16;
   const double peak = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
