@@ -295,11 +295,16 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   const float* P = params_.data();
   float* Pm = params_.data();
   const bool bf16 = precision_ == Precision::kBf16;
-  if (bf16 && bf16_weights_stale_) refresh_bf16_weights();  // once per optimizer step
-
+  const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
+  if (bf16 && bf16_weights_stale_) {  // once per optimizer step
+    if (param_wait_) param_wait_(0, params_.size());
+    refresh_bf16_weights();
+  }
+  if (param_wait_) param_wait_(0, first_block);
   encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
   const float* x = encoded_;
   for (int l = 0; l < L_; l++) {
+    if (param_wait_) param_wait_(block_offset_[l], block_end(l));
     BlockParams p = block_params(Pm, l);
     BlockActs& a = blocks_[l];
     BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
@@ -330,6 +335,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
     linear_forward(a.out, a.fch_gelu, ab.fch_gelu, true, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
     x = a.out;
   }
+  if (param_wait_) param_wait_(lnf_w_, params_.size());
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
   linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;
@@ -357,6 +363,7 @@ void GPT::backward() {
   linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);
   std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
   layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, N, C);
+  if (grad_ready_) grad_ready_(lnf_w_, params_.size());
 
   for (int l = L_ - 1; l >= 0; l--) {
     BlockParams p = block_params(Pm, l);
@@ -380,8 +387,10 @@ void GPT::backward() {
     // Parallel block: the shared LN's output gradient sums both branches.
     linear_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, ab.ln1, p.qkv_w, N, C, 3 * C, /*accumulate=*/par);
     layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+    if (grad_ready_) grad_ready_(block_offset_[l], block_end(l));
   }
   encoder_backward(G + wte_, G + wpe_, dres_, inputs_.data(), B, T, C);
+  if (grad_ready_) grad_ready_(0, L_ > 0 ? block_offset_[0] : lnf_w_);
 }
 
 }  // namespace ms
