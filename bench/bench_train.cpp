@@ -33,6 +33,7 @@
 #include "config.h"   // Config, set_field, list_fields
 #include "matmul.h"   // measure_sgemm_peak_gflops, set_gemm_timing, gemm_seconds
 #include "rng.h"      // Rng
+#include "thread_pin.h"  // pin_omp_threads
 #include "trainer.h"  // Trainer
 
 namespace {
@@ -234,6 +235,7 @@ int run_train(int argc, char** argv) {
     return 2;
   }
   omp_set_num_threads(cfg.train.threads > 0 ? cfg.train.threads : omp_get_max_threads());
+  if (cfg.train.pin_threads) out["pinning"] = ms::pin_omp_threads();
 
   const int B = cfg.train.batch_size, T = cfg.train.seq_len, V = cfg.model.vocab_size;
   const double tokens_per_step = static_cast<double>(B) * T * cfg.train.grad_accum;

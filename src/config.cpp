@@ -19,10 +19,13 @@ void visit(C& c, F&& f) {
 #define MS_V_OPTIM(type, name, def, doc) f("optim." #name, c.optim.name, doc);
 #define MS_V_DATA(type, name, def, doc) f("data." #name, c.data.name, doc);
 #define MS_V_TRAIN(type, name, def, doc) f("train." #name, c.train.name, doc);
+#define MS_V_PARALLEL(type, name, def, doc) f("parallel." #name, c.parallel.name, doc);
   MS_MODEL_FIELDS(MS_V_MODEL)
   MS_OPTIM_FIELDS(MS_V_OPTIM)
   MS_DATA_FIELDS(MS_V_DATA)
   MS_TRAIN_FIELDS(MS_V_TRAIN)
+  MS_PARALLEL_FIELDS(MS_V_PARALLEL)
+#undef MS_V_PARALLEL
 #undef MS_V_MODEL
 #undef MS_V_OPTIM
 #undef MS_V_DATA
@@ -113,7 +116,7 @@ void load_toml(Config& c, const std::string& path) {
   // Every key in the file must be a known field.
   for (auto&& [section, node] : tbl) {
     const toml::table* sec = node.as_table();
-    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data] or [train]",
+    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train] or [parallel]",
              path, section.str());
     for (auto&& [name, value] : *sec) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
@@ -201,6 +204,43 @@ void Config::validate() const {
            "config: train.precision='{}' must be 'fp32' or 'bf16'", t.precision);
   MS_CHECK(t.progress == "auto" || t.progress == "bar" || t.progress == "lines",
            "config: train.progress='{}' must be 'auto', 'bar' or 'lines'", t.progress);
+  MS_CHECK(t.global_batch >= 0, "config: train.global_batch={} must be >= 0", t.global_batch);
+
+  const auto& p = parallel;
+  MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);
+  MS_CHECK(p.tp == 1, "config: parallel.tp={}: tensor parallelism is not implemented yet (use 1)", p.tp);
+  MS_CHECK(p.pp == 1, "config: parallel.pp={}: pipeline parallelism is not implemented yet (use 1)", p.pp);
+  MS_CHECK(p.backend == "auto" || p.backend == "gloo" || p.backend == "mpi",
+           "config: parallel.backend='{}' must be 'auto', 'gloo' or 'mpi'", p.backend);
+  MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
+  MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0, "config: parallel.timeout_s={} must be > 0", p.timeout_s);
+  if (p.dp > 0 && t.global_batch > 0)
+    MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
+             "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
+             t.global_batch, p.dp, t.batch_size);
+}
+
+void Config::resolve_layout(int world_size) {
+  auto& p = parallel;
+  MS_CHECK(world_size >= 1, "layout: world size {} must be >= 1", world_size);
+  const int tp_pp = p.tp * p.pp;
+  if (p.dp == 0) {
+    MS_CHECK(world_size % tp_pp == 0, "layout: world size {} is not divisible by parallel.tp={} x parallel.pp={}",
+             world_size, p.tp, p.pp);
+    p.dp = world_size / tp_pp;
+  }
+  MS_CHECK(p.tp * p.dp * p.pp == world_size,
+           "layout: parallel.tp={} x parallel.dp={} x parallel.pp={} = {} does not match the world size {}",
+           p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world_size);
+  auto& t = train;
+  if (t.global_batch > 0) {
+    MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
+             "layout: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
+             t.global_batch, p.dp, t.batch_size);
+    t.grad_accum = t.global_batch / (p.dp * t.batch_size);
+  } else {
+    t.global_batch = t.batch_size * t.grad_accum * p.dp;
+  }
 }
 
 }  // namespace ms

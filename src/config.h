@@ -50,15 +50,31 @@ namespace ms {
   X(int, steps, 1000, "optimizer steps to train")                                                 \
   X(int, batch_size, 8, "micro-batch size B (sequences per forward/backward)")                     \
   X(int, seq_len, 256, "sequence length T (<= model.max_seq_len)")                                \
-  X(int, grad_accum, 1, "micro-batches accumulated per optimizer step")                            \
+  X(int, grad_accum, 1, "micro-batches accumulated per optimizer step (per data-parallel rank)")  \
+  X(int, global_batch, 0, "sequences per optimizer step over all ranks (0 = batch_size * grad_accum * dp); when set, grad_accum = global_batch / (dp * batch_size)") \
   X(int, seed, 1337, "seed of weight init, data order and sampling")                               \
   X(int, eval_every, 100, "validation loss every N steps (0 = only at the end)")                   \
   X(int, eval_batches, 20, "micro-batches per validation")                                        \
   X(int, sample_tokens, 64, "tokens of text generated at the end (0 = none)")                      \
   X(std::string, out_dir, "runs/default", "run directory: log.jsonl, resolved config, final model") \
   X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
+  X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs)") \
   X(std::string, precision, "fp32", "GEMM precision: 'fp32', or 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32)") \
   X(std::string, progress, "auto", "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")
+
+// [parallel]: how ranks split the work. World size = tp * dp * pp (the launcher's WORLD_SIZE or
+// mpirun's -np). Data parallelism is ZeRO-2: gradients reduce-scattered in buckets during backward,
+// optimizer state and the update sharded, parameters all-gathered bucket by bucket.
+#define MS_PARALLEL_FIELDS(X)                                                                      \
+  X(int, dp, 0, "data-parallel ranks (0 = world size / (tp * pp))")                                \
+  X(int, tp, 1, "tensor-parallel ranks (1 only, for now)")                                         \
+  X(int, pp, 1, "pipeline-parallel ranks (1 only, for now)")                                       \
+  X(std::string, order, "tp-dp-pp", "rank grid order, innermost first: a TP group is consecutive ranks") \
+  X(std::string, backend, "auto", "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
+  X(float, bucket_mb, 4.0f, "gradient bucket size in MiB (reduce-scatter / all-gather granularity)") \
+  X(bool, overlap, true, "overlap reduce-scatters with backward and all-gathers with the next step (false: after backward / before forward, for comparison)") \
+  X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")            \
+  X(bool, trace, false, "write a per-rank Chrome trace (out_dir/trace_rank<r>.json) of compute and communication")
 
 #define MS_DECLARE_FIELD(type, name, def, doc) type name = def; /* doc */
 
@@ -76,15 +92,21 @@ struct ModelConfig { MS_MODEL_FIELDS(MS_DECLARE_FIELD)
 struct OptimConfig { MS_OPTIM_FIELDS(MS_DECLARE_FIELD) };
 struct DataConfig { MS_DATA_FIELDS(MS_DECLARE_FIELD) };
 struct TrainConfig { MS_TRAIN_FIELDS(MS_DECLARE_FIELD) };
+struct ParallelConfig { MS_PARALLEL_FIELDS(MS_DECLARE_FIELD) };
 
 struct Config {
   ModelConfig model;
   OptimConfig optim;
   DataConfig data;
   TrainConfig train;
+  ParallelConfig parallel;
 
   // Rejects impossible values; the error names the key and the reason.
   void validate() const;
+  // Fits the layout to world_size ranks, before any rank starts work: resolves parallel.dp = 0,
+  // rejects tp * dp * pp != world_size, and derives train.grad_accum from train.global_batch
+  // (which must be a multiple of dp * batch_size). Errors name the keys and the numbers.
+  void resolve_layout(int world_size);
 };
 
 // One field of the tree, for help text and generic visitation.

@@ -232,10 +232,27 @@ uint64_t DataLoader::sample_at(uint64_t epoch, uint64_t index) const {
   return perm[index];
 }
 
+void DataLoader::advance(Position& p, uint64_t n) const {
+  p.index += n;
+  p.epoch += p.index / num_samples_;
+  p.index %= num_samples_;
+}
+
+void DataLoader::set_shard(int rank, int world) {
+  MS_CHECK(world >= 1 && rank >= 0 && rank < world, "{}: shard rank {} of {} is impossible", name_, rank, world);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shard_rank_ = rank;
+    shard_world_ = world;
+  }
+  set_position(position());
+}
+
 void DataLoader::fill(Batch& b, Position pos) {
   b.inputs.resize(static_cast<size_t>(B_) * T_);
   b.targets.resize(static_cast<size_t>(B_) * T_);
   b.start = pos;
+  advance(pos, static_cast<uint64_t>(shard_rank_) * B_);
   for (int r = 0; r < B_; ++r) {
     uint64_t id = shuffle_ ? perm_for(pos.epoch)[pos.index] : pos.index;
     dataset_.read_sample(id, T_, b.inputs.data() + static_cast<size_t>(r) * T_,
@@ -245,6 +262,7 @@ void DataLoader::fill(Batch& b, Position pos) {
       ++pos.epoch;
     }
   }
+  advance(pos, static_cast<uint64_t>(shard_world_ - 1 - shard_rank_) * B_);
   b.end = pos;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>             // uint64_t
 #include <exception>           // std::exception_ptr
 #include <memory>              // std::unique_ptr
+#include <atomic>
 #include <mutex>               // std::mutex
 #include <string>
 #include <thread>              // std::thread
@@ -72,8 +73,14 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Fills inputs[B*T] and targets[B*T] (row b = sample b) and advances by B samples.
+  // Fills inputs[B*T] and targets[B*T] (row b = sample b) and advances by B samples (by world*B
+  // when sharded).
   void next_batch(int* inputs, int* targets);
+  // Data-parallel sharding: the sample stream is cut into consecutive groups of world*B samples
+  // and this loader returns the rank-th B of each group, so the ranks of one step together read
+  // exactly the samples one unsharded loader would read in `world` consecutive batches. Positions
+  // stay positions in the shared stream. Call before the first next_batch (restarts prefetch).
+  void set_shard(int rank, int world);
   uint64_t num_samples() const { return num_samples_; }  // samples per epoch
   Position position() const;                             // of the next batch to be returned
   void set_position(Position p);                         // exact resume (index < num_samples())
@@ -90,13 +97,15 @@ class DataLoader {
     std::vector<int> inputs, targets;
     Position start, end;
   };
-  void fill(Batch& b, Position start);  // reads B samples from start; sets b.end
+  void fill(Batch& b, Position start);  // reads this rank's B samples of the group at start; sets b.end
+  void advance(Position& p, uint64_t n) const;  // n samples further in the stream
   const std::vector<uint64_t>& perm_for(uint64_t epoch);  // worker-side cached permutation
   void worker_loop();
   void stop_worker();
 
   TokenDataset dataset_;
   int B_, T_;
+  std::atomic<int> shard_rank_{0}, shard_world_{1};  // read by the prefetch worker
   uint64_t seed_;
   bool shuffle_;
   std::string name_;

@@ -28,6 +28,12 @@ struct Gemm {
   bool widen = false;
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, c_md;
+  // Built once: memory objects re-pointed at each call's buffers (set_data_handle), the argument
+  // map and a user scratchpad, so a call allocates nothing.
+  dnnl::memory a, b, bias, c;
+  AlignedBuffer<uint8_t> scratch;
+  dnnl::memory scratchpad;
+  std::vector<dnnl_exec_arg_t> args;  // for the C API: dnnl.hpp's execute() builds a vector per call
 };
 
 struct Cache {
@@ -53,6 +59,7 @@ Gemm make_gemm(const dnnl::engine& eng, bool transA, bool transB, int M, int N, 
   g.c_md = dnnl::memory::desc(dims{M, N}, dt::f32, dims{N, 1});
   if (bias) g.bias_md = dnnl::memory::desc(dims{1, N}, dt::f32, dims{N, 1});
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (accumulate) {
     dnnl::post_ops po;
     po.append_sum(1.0f);
@@ -60,7 +67,19 @@ Gemm make_gemm(const dnnl::engine& eng, bool transA, bool transB, int M, int N, 
   }
   dnnl::matmul::desc d = bias ? dnnl::matmul::desc(g.a_md, g.b_md, g.bias_md, g.c_md)
                               : dnnl::matmul::desc(g.a_md, g.b_md, g.c_md);
-  g.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, eng));
+  dnnl::matmul::primitive_desc pd(d, attr, eng);
+  g.prim = dnnl::matmul(pd);
+  g.a = dnnl::memory(g.a_md, eng, nullptr);
+  g.b = dnnl::memory(g.b_md, eng, nullptr);
+  g.c = dnnl::memory(g.c_md, eng, nullptr);
+  g.scratch.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
+  g.scratchpad = dnnl::memory(pd.scratchpad_desc(), eng, g.scratch.data());
+  g.args = {{DNNL_ARG_SRC, g.a.get()}, {DNNL_ARG_WEIGHTS, g.b.get()}, {DNNL_ARG_DST, g.c.get()},
+            {DNNL_ARG_SCRATCHPAD, g.scratchpad.get()}};
+  if (bias) {
+    g.bias = dnnl::memory(g.bias_md, eng, nullptr);
+    g.args.push_back({DNNL_ARG_BIAS, g.bias.get()});
+  }
   return g;
 }
 
@@ -71,7 +90,7 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, c
   MS_CHECK(M > 0 && N > 0 && K > 0, "gemm_bf16: bad shape M={} N={} K={}", M, N, K);
   GemmTimeScope timed;  // counted in gemm_seconds() when GEMM timing is on (benchmarks)
   Cache& c = cache();
-  const Gemm* g;
+  Gemm* g;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     auto key = std::make_tuple(transA, transB, M, N, K, bias != nullptr, accumulate);
@@ -102,13 +121,15 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, c
     }
     return;
   }
-  // Memory objects wrap the caller's pointers (no allocation, no copy).
-  dnnl::memory a(g->a_md, c.eng, const_cast<bf16_t*>(A));
-  dnnl::memory b(g->b_md, c.eng, const_cast<bf16_t*>(B));
-  dnnl::memory out(g->c_md, c.eng, C);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, out}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(g->bias_md, c.eng, const_cast<float*>(bias)));
-  g->prim.execute(c.strm, args);
+  // The cached memory objects point at the caller's buffers (no allocation, no copy). Calls come
+  // from one thread at a time (the training step), so re-pointing them is safe.
+  g->a.set_data_handle(const_cast<bf16_t*>(A));
+  g->b.set_data_handle(const_cast<bf16_t*>(B));
+  g->c.set_data_handle(C);
+  if (bias) g->bias.set_data_handle(const_cast<float*>(bias));
+  const dnnl_status_t st = dnnl_primitive_execute(g->prim.get(), c.strm.get(),
+                                                  static_cast<int>(g->args.size()), g->args.data());
+  MS_CHECK(st == dnnl_success, "gemm_bf16: oneDNN matmul {}x{}x{} failed (status {})", M, N, K, static_cast<int>(st));
   c.strm.wait();
 }
 

@@ -124,12 +124,17 @@ BlockParams GPT::block_params(float* base, int l) const {
 void GPT::assign_activations() {
   const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_;
   const bool par = cfg_.parallel_block();
+  const bool bf16 = precision_ == Precision::kBf16;
   // Per block: ln1 C, ln1 stats 2, qkv 3C, atty C, lse NH, [res_att C, ln2 C, ln2 stats 2], fch 4C,
-  // fch_gelu 4C, out C.
+  // fch_gelu 4C, out C. In bf16 mode the fp32 ln1, ln2, fch_gelu and lnf are only GEMM inputs: the
+  // backward reads their bf16 copies, so one shared fp32 scratch of each serves every layer.
+  const size_t gemm_only = N * (C + (par ? 0 : C) + 4 * C);  // ln1, [ln2], fch_gelu
   size_t per_block = N * (C + 2 + 3 * C + C + NH_ + 4 * C + 4 * C + C);
   if (!par) per_block += N * (C + C + 2);
+  if (bf16) per_block -= gemm_only;
   size_t total = N * C                          // encoded
                  + per_block * L_              // blocks
+                 + (bf16 ? gemm_only : 0)      // shared scratch (bf16 mode)
                  + N * (C + 2)                 // lnf + stats
                  + N * static_cast<size_t>(Vp_)  // logits
                  + N                           // losses
@@ -140,18 +145,28 @@ void GPT::assign_activations() {
   float* p = acts_.data();
   auto take = [&](size_t n) { float* r = p; p += n; return r; };
   encoded_ = take(N * C);
+  float *shared_ln1 = nullptr, *shared_ln2 = nullptr, *shared_gelu = nullptr;
+  if (bf16) {
+    shared_ln1 = take(N * C);
+    shared_ln2 = par ? nullptr : take(N * C);
+    shared_gelu = take(N * 4 * C);
+  }
   blocks_.resize(L_);
   for (int l = 0; l < L_; l++) {
     BlockActs& a = blocks_[l];
-    a.ln1 = take(N * C); a.ln1_mean = take(N); a.ln1_rstd = take(N);
+    a.ln1 = bf16 ? shared_ln1 : take(N * C);
+    a.ln1_mean = take(N); a.ln1_rstd = take(N);
     a.qkv = take(N * 3 * C);
     a.atty = take(N * C); a.att_lse = take(N * NH_);
     if (!par) {
-      a.res_att = take(N * C); a.ln2 = take(N * C); a.ln2_mean = take(N); a.ln2_rstd = take(N);
+      a.res_att = take(N * C);
+      a.ln2 = bf16 ? shared_ln2 : take(N * C);
+      a.ln2_mean = take(N); a.ln2_rstd = take(N);
     } else {
       a.res_att = a.ln2 = a.ln2_mean = a.ln2_rstd = nullptr;
     }
-    a.fch = take(N * 4 * C); a.fch_gelu = take(N * 4 * C);
+    a.fch = take(N * 4 * C);
+    a.fch_gelu = bf16 ? shared_gelu : take(N * 4 * C);
     a.out = take(N * C);
   }
   lnf_ = take(N * C); lnf_mean_ = take(N); lnf_rstd_ = take(N);
@@ -162,7 +177,7 @@ void GPT::assign_activations() {
   MS_CHECK(p == acts_.data() + total, "GPT: activation layout mismatch");
 
   blocks_bf16_.assign(L_, BlockActsBf16{});
-  if (precision_ != Precision::kBf16) return;
+  if (!bf16) return;
   // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the scratch
   // for a converted output gradient (the widest is the LM head's dlogits, N x Vp).
   const size_t per_block16 = N * (C + C + (par ? 0 : C) + 4 * C);
@@ -280,11 +295,16 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   const float* P = params_.data();
   float* Pm = params_.data();
   const bool bf16 = precision_ == Precision::kBf16;
-  if (bf16 && bf16_weights_stale_) refresh_bf16_weights();  // once per optimizer step
-
+  const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
+  if (bf16 && bf16_weights_stale_) {  // once per optimizer step
+    if (param_wait_) param_wait_(0, params_.size());
+    refresh_bf16_weights();
+  }
+  if (param_wait_) param_wait_(0, first_block);
   encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
   const float* x = encoded_;
   for (int l = 0; l < L_; l++) {
+    if (param_wait_) param_wait_(block_offset_[l], block_end(l));
     BlockParams p = block_params(Pm, l);
     BlockActs& a = blocks_[l];
     BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
@@ -315,6 +335,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
     linear_forward(a.out, a.fch_gelu, ab.fch_gelu, true, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
     x = a.out;
   }
+  if (param_wait_) param_wait_(lnf_w_, params_.size());
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
   linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;
@@ -342,6 +363,7 @@ void GPT::backward() {
   linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);
   std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
   layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, N, C);
+  if (grad_ready_) grad_ready_(lnf_w_, params_.size());
 
   for (int l = L_ - 1; l >= 0; l--) {
     BlockParams p = block_params(Pm, l);
@@ -365,8 +387,10 @@ void GPT::backward() {
     // Parallel block: the shared LN's output gradient sums both branches.
     linear_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, ab.ln1, p.qkv_w, N, C, 3 * C, /*accumulate=*/par);
     layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+    if (grad_ready_) grad_ready_(block_offset_[l], block_end(l));
   }
   encoder_backward(G + wte_, G + wpe_, dres_, inputs_.data(), B, T, C);
+  if (grad_ready_) grad_ready_(0, L_ > 0 ? block_offset_[0] : lnf_w_);
 }
 
 }  // namespace ms

@@ -26,6 +26,7 @@
 // backward, which never converts them again. kFp32 runs exactly the fp32 code (bit for bit).
 #pragma once
 #include <cstdint>  // uint64_t
+#include <functional>  // std::function
 #include <string>
 #include <vector>
 
@@ -94,6 +95,18 @@ class GPT {
   // Backpropagates the last forward (which must have had dloss != 0); ACCUMULATES into grads().
   void backward();
 
+  // Hooks for wrappers that overlap communication with compute (data parallelism); the model
+  // itself knows nothing of them. Offsets are into params()/grads().
+  // grad_ready(lo, hi): during backward(), the gradients of [lo, hi) are final for this backward.
+  //   Ranges arrive in decreasing offset order (ln_f, block L-1, ..., block 0, embeddings) and
+  //   cover every parameter exactly once per backward.
+  // param_wait(lo, hi): during forward(), called before parameters [lo, hi) are first read, in
+  //   increasing offset order (embeddings, block 0, ..., ln_f); once with [0, num_params()) before
+  //   a bf16 weight refresh.
+  using RangeHook = std::function<void(size_t lo, size_t hi)>;
+  void set_grad_ready_hook(RangeHook fn) { grad_ready_ = std::move(fn); }
+  void set_param_wait_hook(RangeHook fn) { param_wait_ = std::move(fn); }
+
   void zero_grad() { grads_.zero(); }
 
   const ModelConfig& config() const { return cfg_; }
@@ -155,6 +168,9 @@ class GPT {
   // the GEMM inputs saved for backward, and scratch for a converted output gradient.
   Precision precision_ = Precision::kFp32;
   bool bf16_weights_stale_ = true;
+  RangeHook grad_ready_, param_wait_;
+  // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
+  size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
   AlignedBuffer<bf16_t> params_bf16_, acts_bf16_;
   struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
   std::vector<BlockActsBf16> blocks_bf16_;

@@ -14,6 +14,8 @@ namespace ms {
 
 RunLog::RunLog(const std::string& out_dir, const std::string& mode)
     : start_(std::chrono::steady_clock::now()) {
+  silent_ = mode == "none";
+  if (silent_) return;
   std::filesystem::create_directories(out_dir);
   std::string path = out_dir + "/log.jsonl";
   jsonl_.open(path, std::ios::app);
@@ -32,6 +34,7 @@ static std::string hms(double s) {
 }
 
 void RunLog::write_line(const nlohmann::json& j) {
+  if (silent_) return;
   jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
 }
 
@@ -40,11 +43,14 @@ void RunLog::clear_bar() {
 }
 
 void RunLog::step(const StepRecord& r) {
+  if (silent_) return;
   nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_seconds * 1e3}, {"mfu", r.mfu}};
+  if (r.comm_exposed_ms >= 0) j["comm_exposed_ms"] = r.comm_exposed_ms;
   write_line(j);
   std::string stats = fmt::format("loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | MFU {:.1f}%",
                                   r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3, r.mfu * 100);
+  if (r.comm_exposed_ms >= 0) stats += fmt::format(" | comm {:.0f} ms exposed", r.comm_exposed_ms);
   if (bar_) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     double eta = r.step > 0 ? elapsed / r.step * (r.total_steps - r.step) : 0;
@@ -62,6 +68,7 @@ void RunLog::step(const StepRecord& r) {
 }
 
 void RunLog::eval(int step, float val_loss) {
+  if (silent_) return;
   write_line({{"step", step}, {"val_loss", val_loss}});
   clear_bar();
   fmt::print("step {:5d} | val loss {:.4f}\n", step, val_loss);
@@ -69,6 +76,7 @@ void RunLog::eval(int step, float val_loss) {
 }
 
 void RunLog::message(const std::string& event, const std::string& text) {
+  if (silent_) return;
   write_line({{"event", event}, {"message", text}});
   clear_bar();
   fmt::print("{}\n", text);

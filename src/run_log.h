@@ -16,11 +16,13 @@ struct StepRecord {
   int step = 0, total_steps = 0;
   float loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_s = 0, mfu = 0;
+  double comm_exposed_ms = -1;  // data parallel: time the step waited on communication (-1: none)
 };
 
 class RunLog {
  public:
-  // mode: "auto" (bar when stdout is a terminal), "bar" or "lines".
+  // mode: "auto" (bar when stdout is a terminal), "bar", "lines", or "none" (writes nothing: the
+  // ranks other than 0 of a parallel run).
   RunLog(const std::string& out_dir, const std::string& mode);
   ~RunLog();
   void step(const StepRecord& r);
@@ -34,7 +36,7 @@ class RunLog {
   // is replaced, never an error.
   void write_line(const nlohmann::json& j);
   std::ofstream jsonl_;
-  bool bar_ = false, bar_shown_ = false;
+  bool bar_ = false, bar_shown_ = false, silent_ = false;
   std::chrono::steady_clock::time_point start_;
 };
 

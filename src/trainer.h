@@ -16,8 +16,11 @@
 
 namespace ms {
 
+class Communicator;
 class DataLoader;
 class Gpt2Tokenizer;
+class Timeline;
+class ZeroDataParallel;
 
 struct StepStats {
   int step = 0;            // 1-based index of the step just taken
@@ -25,11 +28,15 @@ struct StepStats {
   float grad_norm = 0;     // global L2 norm before clipping
   float lr = 0;
   double seconds = 0;      // wall time of the step
+  double comm_exposed_seconds = 0;  // data parallel: time the step waited on communication
 };
 
 class Trainer {
  public:
-  explicit Trainer(const Config& cfg);
+  // dp: the data-parallel group (nullptr or size 1: one process holds everything). With dp, the
+  // optimizer is ZeRO-2 sharded (zero_dp.h); cfg.train.grad_accum is per rank.
+  explicit Trainer(const Config& cfg, Communicator* dp = nullptr, Timeline* timeline = nullptr);
+  ~Trainer();
 
   // One optimizer step; next_micro_batch(inputs, targets) fills B*T ids each, grad_accum times.
   StepStats train_step(const std::function<void(int*, int*)>& next_micro_batch);
@@ -40,12 +47,19 @@ class Trainer {
 
   GPT& model() { return model_; }
   const Config& config() const { return cfg_; }
-  int steps_taken() const { return optimizer_.steps_taken(); }
+  int steps_taken() const;
+  ZeroDataParallel* data_parallel() { return zero_.get(); }
+  // Parameters complete on this rank (waits for in-flight all-gathers). Before export or reading
+  // model().params() directly.
+  void sync_params();
 
  private:
   Config cfg_;
   GPT model_;
-  Optimizer optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;      // one process
+  std::unique_ptr<ZeroDataParallel> zero_;    // data parallel (sharded optimizer)
+  int dp_size_ = 1;
+  Timeline* timeline_ = nullptr;
   LrSchedule schedule_;
   std::vector<int> inputs_, targets_;
 };
@@ -53,6 +67,8 @@ class Trainer {
 // The full run described by cfg (already validated): prints progress, writes
 // cfg.train.out_dir/{config.resolved.toml, log.jsonl, model/}, returns the final validation loss
 // (or the last training loss without validation data).
+// Under a launcher (megascale launch, mpirun, srun), every rank calls it: the world is set up from
+// the environment (comm.h), the layout checked against it, rank 0 writes the run directory.
 float run_training(const Config& cfg);
 
 }  // namespace ms
