@@ -7,7 +7,8 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libxxhash-dev libzstd-dev
   python3-torch python3-numpy
-  libgloo-dev libhiredis-dev redis-server libopenmpi-dev openmpi-bin)
+  libgloo-dev libhiredis-dev redis-server libopenmpi-dev openmpi-bin
+  libopenblas0-openmp)  # the benchmark's PyTorch needs a real BLAS (the system default is netlib's reference)
 # npm: the machine's Node.js may already bring it (NodeSource); take Debian's only when absent.
 command -v npm >/dev/null 2>&1 || APT_PKGS+=(nodejs npm)
 missing=()

@@ -58,9 +58,9 @@ class Trainer {
   GPT model_;
   std::unique_ptr<Optimizer> optimizer_;      // one process
   std::unique_ptr<ZeroDataParallel> zero_;    // data parallel (sharded optimizer)
+  LrSchedule schedule_;
   int dp_size_ = 1;
   Timeline* timeline_ = nullptr;
-  LrSchedule schedule_;
   std::vector<int> inputs_, targets_;
 };
 
