@@ -11,12 +11,21 @@
 #pragma once
 #include <vector>
 
+#include "bf16.h"           // bf16_t
 #include "optim_tensors.h"  // ParamTensor, AdamHyper
 
 namespace ms {
 
 // Updates params, m and v in place for every tensor (params, grads, m, v share one layout).
-void adamw_update(float* params, const float* grads, float* m, float* v,
-                  const std::vector<ParamTensor>& tensors, float lr, int t, const AdamHyper& h);
+// Fused extras of the same pass (each saves a sweep over the model's memory):
+//  grad_scale: the gradient is read as float(g * grad_scale), bit-identical to scaling the
+//    gradient in place first (clipping: grad_norm.h scale_inplace); grads itself is not written.
+//  bf16_out (same layout, may be nullptr): receives the updated parameter rounded to bf16 (round to
+//    nearest even, exact for every input: bf16.h f32_to_bf16_rne), the weight copy of bf16 training.
+//  zero_grads: grads is set to 0 after it is read (the next step's zero_grad, without a pass of
+//    its own: the cache lines are already owned).
+void adamw_update(float* params, float* grads, float* m, float* v,
+                  const std::vector<ParamTensor>& tensors, float lr, int t, const AdamHyper& h,
+                  float grad_scale = 1.0f, bf16_t* bf16_out = nullptr, bool zero_grads = false);
 
 }  // namespace ms

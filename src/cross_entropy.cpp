@@ -60,6 +60,26 @@ MS_AI void row(float* loss, float* d, const float* x, int target, int V, int Vp,
   }
 }
 
+// bf16 gradient: the fp32 row goes through scratch (L2-resident), rounded on the way out.
+MS_AI void row_bf16(float* loss, bf16_t* d16, float* scratch, const float* x, int target, int V, int Vp, float dloss) {
+  row(loss, target < 0 ? nullptr : scratch, x, target, V, Vp, dloss);
+  if (target < 0) {
+    std::memset(d16, 0, sizeof(bf16_t) * Vp);
+    return;
+  }
+#pragma omp simd
+  for (int j = 0; j < Vp; ++j) d16[j] = f32_to_bf16_rne(scratch[j]);
+}
+
+MS_TARGET_AVX512 void rows_bf16_avx512(float* losses, bf16_t* d16, float* scratch, const float* logits,
+                                       const int* targets, int i, int V, int Vp, float dloss) {
+  row_bf16(losses + i, d16 + (size_t)i * Vp, scratch, logits + (size_t)i * Vp, targets[i], V, Vp, dloss);
+}
+void rows_bf16_generic(float* losses, bf16_t* d16, float* scratch, const float* logits, const int* targets, int i,
+                       int V, int Vp, float dloss) {
+  row_bf16(losses + i, d16 + (size_t)i * Vp, scratch, logits + (size_t)i * Vp, targets[i], V, Vp, dloss);
+}
+
 MS_TARGET_AVX512 void rows_avx512(float* losses, float* dlogits, const float* logits, const int* targets,
                                   int r0, int r1, int V, int Vp, float dloss) {
   for (int i = r0; i < r1; ++i)
@@ -86,6 +106,24 @@ void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const
   for (int i = 0; i < N; ++i) {
     if (avx) rows_avx512(losses, dlogits, logits, targets, i, i + 1, V, Vp, dloss);
     else rows_generic(losses, dlogits, logits, targets, i, i + 1, V, Vp, dloss);
+  }
+}
+
+void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
+                                                 const int* targets, int N, int V, int Vp, float dloss) {
+  MS_CHECK(N >= 0 && V > 0 && Vp >= V, "cross_entropy: bad shape N={} V={} Vp={}", N, V, Vp);
+  for (int i = 0; i < N; ++i)
+    MS_CHECK(targets[i] >= -1 && targets[i] < V, "cross_entropy: target {} of row {} outside [-1, {})",
+             targets[i], i, V);
+  const bool avx = use_avx512();
+#pragma omp parallel
+  {
+    float* scratch = thread_scratch(static_cast<size_t>(Vp));
+#pragma omp for schedule(static)
+    for (int i = 0; i < N; ++i) {
+      if (avx) rows_bf16_avx512(losses, dlogits_bf16, scratch, logits, targets, i, V, Vp, dloss);
+      else rows_bf16_generic(losses, dlogits_bf16, scratch, logits, targets, i, V, Vp, dloss);
+    }
   }
 }
 

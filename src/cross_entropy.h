@@ -5,6 +5,7 @@
 // Padded columns (>= V) never affect the loss and get zero gradient. AVX-512 when available
 // (MS_KERNEL_ISA=generic forces the baseline path, see attention.h). No heap allocation.
 #pragma once
+#include "bf16.h"  // bf16_t
 
 namespace ms {
 
@@ -16,5 +17,11 @@ namespace ms {
 // 1/N for a mean).
 void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
                                             const int* targets, int N, int V, int Vp, float dloss);
+
+// The same with the gradient written as bf16 (the fp32 value above rounded to nearest even, exact:
+// bf16.h f32_to_bf16_rne) into dlogits_bf16 (N,Vp), for a bf16 LM-head backward: no fp32 gradient
+// pass and no conversion pass. logits are left unchanged. Uses a per-thread row of Vp floats.
+void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
+                                                 const int* targets, int N, int V, int Vp, float dloss);
 
 }  // namespace ms

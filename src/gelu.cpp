@@ -43,6 +43,19 @@ MS_AI void fwd_rows(float* out, float* pre, const float* bias, int r0, int r1, i
   }
 }
 
+MS_AI void fwd_rows_bf16(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
+  for (int i = r0; i < r1; ++i) {
+    float* x = pre + (size_t)i * C;
+    bf16_t* o = out + (size_t)i * C;
+    if (bias) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) x[c] += bias[c];
+    }
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = f32_to_bf16_rne(x[c] / (1.0f + exp_m2u(x[c])));
+  }
+}
+
 // Rows [r0, r1); db_part (C) receives the chunk's column sums of dpre (overwritten) if non-null.
 MS_AI void bwd_rows(float* dpre, float* db_part, const float* dout, const float* pre, int r0, int r1, int C) {
   if (db_part) std::memset(db_part, 0, sizeof(float) * C);
@@ -85,6 +98,12 @@ MS_TARGET_AVX512 void fwd_rows_avx512(float* out, float* pre, const float* bias,
 void fwd_rows_generic(float* out, float* pre, const float* bias, int r0, int r1, int C) {
   fwd_rows(out, pre, bias, r0, r1, C);
 }
+MS_TARGET_AVX512 void fwd_rows_bf16_avx512(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
+  fwd_rows_bf16(out, pre, bias, r0, r1, C);
+}
+void fwd_rows_bf16_generic(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
+  fwd_rows_bf16(out, pre, bias, r0, r1, C);
+}
 MS_TARGET_AVX512 void bwd_rows_avx512(float* dpre, float* db_part, const float* dout, const float* pre, int r0,
                                       int r1, int C) {
   bwd_rows(dpre, db_part, dout, pre, r0, r1, C);
@@ -111,6 +130,18 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) 
     const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
     if (avx) fwd_rows_avx512(out, pre, bias, r0, r1, C);
     else fwd_rows_generic(out, pre, bias, r0, r1, C);
+  }
+}
+
+void bias_gelu_forward_bf16(bf16_t* out, float* pre, const float* bias, int N, int C) {
+  MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward_bf16: bad shape N={} C={}", N, C);
+  const bool avx = use_avx512();
+  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
+#pragma omp parallel for schedule(static)
+  for (int k = 0; k < nchunks; ++k) {
+    const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
+    if (avx) fwd_rows_bf16_avx512(out, pre, bias, r0, r1, C);
+    else fwd_rows_bf16_generic(out, pre, bias, r0, r1, C);
   }
 }
 

@@ -142,9 +142,14 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
                           bf16_t* dout_bf16, const bf16_t* inp, const bf16_t* weight, int N,
                           int C, int OC, bool accumulate_dinp) {
   f32_to_bf16(dout_bf16, dout, static_cast<size_t>(N) * OC);
+  matmul_backward_bf16_from_bf16(dinp, dweight, dout_bf16, inp, weight, N, C, OC, accumulate_dinp);
+  if (dbias) add_column_sums(dbias, dout, N, OC);
+}
+
+void matmul_backward_bf16_from_bf16(float* dinp, float* dweight, const bf16_t* dout_bf16, const bf16_t* inp,
+                                    const bf16_t* weight, int N, int C, int OC, bool accumulate_dinp) {
   if (dinp) gemm_bf16(false, false, N, C, OC, dout_bf16, weight, nullptr, dinp, accumulate_dinp);
   gemm_bf16(true, false, OC, C, N, dout_bf16, inp, nullptr, dweight, true);
-  if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 
 int gemm_bf16_cached_primitives() {

@@ -126,15 +126,17 @@ void GPT::assign_activations() {
   const bool par = cfg_.parallel_block();
   const bool bf16 = precision_ == Precision::kBf16;
   // Per block: ln1 C, ln1 stats 2, qkv 3C, atty C, lse NH, [res_att C, ln2 C, ln2 stats 2], fch 4C,
-  // fch_gelu 4C, out C. In bf16 mode the fp32 ln1, ln2, fch_gelu and lnf are only GEMM inputs: the
-  // backward reads their bf16 copies, so one shared fp32 scratch of each serves every layer.
-  const size_t gemm_only = N * (C + (par ? 0 : C) + 4 * C);  // ln1, [ln2], fch_gelu
+  // fch_gelu 4C, out C. In bf16 mode the fp32 ln1 and ln2 are only GEMM inputs (the backward reads
+  // their bf16 copies), so one shared fp32 scratch of each serves every layer; GeLU writes its
+  // bf16 output directly and has no fp32 buffer at all (fch_gelu is nullptr).
+  const size_t gemm_only = N * (C + (par ? 0 : C) + 4 * C);  // ln1, [ln2], fch_gelu (per block)
+  const size_t shared_scratch = N * (C + (par ? 0 : C));      // bf16 mode: GeLU writes bf16 directly
   size_t per_block = N * (C + 2 + 3 * C + C + NH_ + 4 * C + 4 * C + C);
   if (!par) per_block += N * (C + C + 2);
   if (bf16) per_block -= gemm_only;
   size_t total = N * C                          // encoded
                  + per_block * L_              // blocks
-                 + (bf16 ? gemm_only : 0)      // shared scratch (bf16 mode)
+                 + (bf16 ? shared_scratch : 0)  // shared scratch (bf16 mode)
                  + N * (C + 2)                 // lnf + stats
                  + N * static_cast<size_t>(Vp_)  // logits
                  + N                           // losses
@@ -145,11 +147,10 @@ void GPT::assign_activations() {
   float* p = acts_.data();
   auto take = [&](size_t n) { float* r = p; p += n; return r; };
   encoded_ = take(N * C);
-  float *shared_ln1 = nullptr, *shared_ln2 = nullptr, *shared_gelu = nullptr;
+  float *shared_ln1 = nullptr, *shared_ln2 = nullptr;
   if (bf16) {
     shared_ln1 = take(N * C);
     shared_ln2 = par ? nullptr : take(N * C);
-    shared_gelu = take(N * 4 * C);
   }
   blocks_.resize(L_);
   for (int l = 0; l < L_; l++) {
@@ -166,7 +167,7 @@ void GPT::assign_activations() {
       a.res_att = a.ln2 = a.ln2_mean = a.ln2_rstd = nullptr;
     }
     a.fch = take(N * 4 * C);
-    a.fch_gelu = bf16 ? shared_gelu : take(N * 4 * C);
+    a.fch_gelu = bf16 ? nullptr : take(N * 4 * C);
     a.out = take(N * C);
   }
   lnf_ = take(N * C); lnf_mean_ = take(N); lnf_rstd_ = take(N);
@@ -331,8 +332,13 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
     // bf16: the fc bias is fused into the GEMM (fp32 add); fp32 adds it in bias_gelu_forward.
     // GeLU is not fused: backward needs the pre-activation fch.
     linear_forward(a.fch, mlp_in, mlp_in_bf16, false, p.fc_w, bf16 ? p.fc_b : nullptr, N, C, 4 * C, false);
-    bias_gelu_forward(a.fch_gelu, a.fch, bf16 ? nullptr : p.fc_b, N, 4 * C);
-    linear_forward(a.out, a.fch_gelu, ab.fch_gelu, true, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C, /*accumulate=*/true);
+    if (bf16) {  // GeLU writes the bf16 GEMM input directly
+      bias_gelu_forward_bf16(ab.fch_gelu, a.fch, nullptr, N, 4 * C);
+    } else {
+      bias_gelu_forward(a.fch_gelu, a.fch, p.fc_b, N, 4 * C);
+    }
+    linear_forward(a.out, a.fch_gelu, ab.fch_gelu, /*convert_inp=*/false, p.fc_proj_w, p.fc_proj_b, N, 4 * C, C,
+                   /*accumulate=*/true);
     x = a.out;
   }
   if (param_wait_) param_wait_(lnf_w_, params_.size());
@@ -340,8 +346,12 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;
   if (!targets) return 0.0f;
-  softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_,
-                                         targets, N, V_, Vp_, dloss);
+  if (bf16 && dloss != 0.0f) {  // the LM head's backward GEMMs read a bf16 gradient: write it directly
+    softmax_cross_entropy_forward_backward_bf16(losses_, dout_bf16_, logits_, targets, N, V_, Vp_, dloss);
+  } else {
+    softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_,
+                                           targets, N, V_, Vp_, dloss);
+  }
   have_dlogits_ = dloss != 0.0f;
   double sum = 0;
   int count = 0;
@@ -360,7 +370,12 @@ void GPT::backward() {
   const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
 
   // LM head (tied to wte) and final LayerNorm.
-  linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);
+  if (precision_ == Precision::kBf16) {  // dlogits were written as bf16 by the fused cross-entropy
+    const bf16_t* wb = params_bf16_.data() + wte_;
+    matmul_backward_bf16_from_bf16(dln_, G + wte_, dout_bf16_, lnf_bf16_, wb, N, C, Vp_, false);
+  } else {
+    linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);
+  }
   std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
   layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, N, C);
   if (grad_ready_) grad_ready_(lnf_w_, params_.size());

@@ -125,6 +125,10 @@ class GPT {
   // bf16 mode: converts the fp32 master weights into the bf16 copy now (forward() does it by
   // itself when the copy is stale). No-op in fp32 mode.
   void refresh_bf16_weights();
+  // bf16 mode: the weight copy itself (same offsets as params()), for an optimizer that writes it
+  // in its own pass; call mark_bf16_weights_fresh() afterwards. nullptr in fp32 mode.
+  bf16_t* bf16_weight_copy() { return precision_ == Precision::kBf16 ? params_bf16_.data() : nullptr; }
+  void mark_bf16_weights_fresh() { bf16_weights_stale_ = false; }
 
   // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
   const float* logits() const { return logits_; }

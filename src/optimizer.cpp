@@ -1,7 +1,10 @@
 // optimizer.cpp: see optimizer.h.
 #include "optimizer.h"
 
+#include <algorithm>  // std::fill
+
 #include "adamw.h"  // adamw_update
+#include "grad_norm.h"  // scale_inplace
 #include "lamb.h"   // lamb_update
 
 namespace ms {
@@ -11,15 +14,20 @@ Optimizer::Optimizer(const OptimConfig& cfg, std::vector<ParamTensor> tensors, s
   if (cfg_.name == "lamb") update_.resize(numel);
 }
 
-void Optimizer::step(float* params, const float* grads, float lr) {
+bool Optimizer::step(float* params, float* grads, float lr, float grad_scale, bf16_t* bf16_out, bool zero_grads) {
   t_++;
   AdamHyper h{cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay};
   if (cfg_.name == "lamb") {
+    if (grad_scale != 1.0f)
+      for (const ParamTensor& t : tensors_) scale_inplace(grads + t.offset, t.numel, grad_scale);
     LambHyper lh{h, cfg_.max_trust, true};
     lamb_update(params, grads, m_.data(), v_.data(), update_.data(), tensors_, lr, t_, lh);
-  } else {
-    adamw_update(params, grads, m_.data(), v_.data(), tensors_, lr, t_, h);
+    if (zero_grads)
+      for (const ParamTensor& t : tensors_) std::fill(grads + t.offset, grads + t.offset + t.numel, 0.0f);
+    return false;
   }
+  adamw_update(params, grads, m_.data(), v_.data(), tensors_, lr, t_, h, grad_scale, bf16_out, zero_grads);
+  return bf16_out != nullptr;
 }
 
 }  // namespace ms

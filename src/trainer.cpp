@@ -6,6 +6,7 @@
 #include <algorithm>  // std::partial_sort, std::min
 #include <chrono>     // std::chrono::steady_clock
 #include <cmath>      // std::isfinite, std::exp
+#include <cstdio>     // std::fprintf
 #include <filesystem>
 #include <fstream>
 
@@ -62,7 +63,8 @@ StepStats Trainer::train_step(const std::function<void(int*, int*)>& next_micro_
   const int B = cfg_.train.batch_size, T = cfg_.train.seq_len, A = cfg_.train.grad_accum;
   const int N = B * T;
   if (zero_) zero_->reset_exposed_seconds();
-  model_.zero_grad();
+  if (!grads_zeroed_) model_.zero_grad();  // the single-process optimizer clears them in its pass
+  grads_zeroed_ = false;
   double loss_sum = 0;
   for (int a = 0; a < A; a++) {
     {
@@ -104,9 +106,13 @@ StepStats Trainer::train_step(const std::function<void(int*, int*)>& next_micro_
     s.comm_exposed_seconds = zero_->exposed_seconds();
   } else {
     TimelineScope span(timeline_, "optimizer");
-    if (scale < 1.0f) scale_inplace(model_.grads(), model_.num_params(), scale);
-    // Non-const params() marks the bf16 weight copy stale: the next forward converts it once.
-    optimizer_->step(model_.params(), model_.grads(), s.lr);
+    // Non-const params() marks the bf16 weight copy stale: the next forward converts it once,
+    // unless the optimizer wrote it in its own pass (AdamW fuses the clipping scale and the copy).
+    float* params = model_.params();
+    if (optimizer_->step(params, model_.grads(), s.lr, scale < 1.0f ? scale : 1.0f, model_.bf16_weight_copy(),
+                         /*zero_grads=*/true))
+      model_.mark_bf16_weights_fresh();
+    grads_zeroed_ = true;
   }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
@@ -222,7 +228,20 @@ float run_training(const Config& cfg_in) {
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
   float last = 0;
   for (int step = 1; step <= cfg.train.steps; step++) {
-    StepStats s = trainer.train_step(next);
+    StepStats s;
+    try {
+      s = trainer.train_step(next);
+    } catch (const CommError&) {
+      // Hang analysis: this rank's last collectives (op, group, seq, peer, times, outcome).
+      const std::string path = fmt::format("{}/comm_trace_rank{}.json", out_dir, rank);
+      try {
+        fs::create_directories(out_dir);
+        write_comm_trace(path);
+        std::fprintf(stderr, "megascale: rank %d: communication trace written to %s\n", rank, path.c_str());
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
     StepRecord r;
     r.step = s.step; r.total_steps = cfg.train.steps;
     r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;

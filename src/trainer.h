@@ -61,6 +61,7 @@ class Trainer {
   LrSchedule schedule_;
   int dp_size_ = 1;
   Timeline* timeline_ = nullptr;
+  bool grads_zeroed_ = false;  // the last optimizer step left the gradient buffer zero
   std::vector<int> inputs_, targets_;
 };
 

@@ -144,14 +144,15 @@ double ZeroDataParallel::grad_sq_sum() {
 
 void ZeroDataParallel::optimizer_step(float lr, float grad_scale) {
   TimelineScope span(timeline_, "optimizer");
-  if (grad_scale < 1.0f)
-    for (const ParamTensor& p : views_) scale_inplace(shard_grads_.data() + p.offset, p.numel, grad_scale);
   t_++;
   const AdamHyper h{ocfg_.beta1, ocfg_.beta2, ocfg_.eps, ocfg_.weight_decay};
-  if (ocfg_.name != "lamb") {
-    adamw_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), views_, lr, t_, h);
+  const float gs = grad_scale < 1.0f ? grad_scale : 1.0f;
+  if (ocfg_.name != "lamb") {  // the clipping scale is fused into the update
+    adamw_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), views_, lr, t_, h, gs);
     return;
   }
+  if (gs != 1.0f)
+    for (const ParamTensor& p : views_) scale_inplace(shard_grads_.data() + p.offset, p.numel, gs);
   const LambHyper lh{h, ocfg_.max_trust, true};
   std::fill(piece_w_.begin(), piece_w_.end(), 0.0);
   std::fill(piece_r_.begin(), piece_r_.end(), 0.0);

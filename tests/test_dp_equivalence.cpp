@@ -1,5 +1,5 @@
 // test_dp_equivalence: ZeRO-2 data parallelism against the single-process trainer, as real
-// processes: `megascale launch --nproc N` (Gloo) and `mpirun -np N` (MPI), DP = 2 and 4, AdamW
+// processes: `megascale launch --nproc N` (Gloo) and `mpirun -np N` (MPI), DP = 1, 2 and 4, AdamW
 // and LAMB, the same seed and global batch (8 sequences per step) as one process with grad_accum 8.
 // Truth is the single-process run: per-step losses and the final weights must agree.
 // Tolerance (documented in docs/architecture.md): the only difference is the association of sums
@@ -142,6 +142,11 @@ TEST_F(DpEquivalence, GlooAndMpiMatchSingleProcess) {
   for (const std::string opt : {"adamw", "lamb"}) {
     const std::string o = " --optim.name=" + opt;
     train(bin(), "ref_" + opt, o);
+    // dp = 1 under each launcher: the single-process path, bit-identical.
+    train(bin() + " launch --nproc 1 --", "gloo_" + opt + "_1", o);
+    expect_same_run("ref_" + opt, "gloo_" + opt + "_1", /*bit_exact=*/true);
+    train(mpirun(1), "mpi_" + opt + "_1", o);
+    expect_same_run("ref_" + opt, "mpi_" + opt + "_1", /*bit_exact=*/true);
     for (int n : {2, 4}) {
       const std::string tag = opt + "_" + std::to_string(n);
       train(bin() + " launch --nproc " + std::to_string(n) + " --", "gloo_" + tag, o);

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "test_util.h"  // ms::testing::run_cmd
+#include "bf16.h"
 #include "cross_entropy.h"
 #include "gelu.h"
 #include "layernorm.h"
@@ -205,6 +206,28 @@ TEST(Gelu, ForwardAddsBiasAndMatchesNaive) {
   }
 }
 
+// The bf16-output forward equals the fp32 forward rounded to bf16 (exact RNE), bit for bit, and
+// adds the bias into pre the same way.
+TEST(Gelu, Bf16OutputIsTheRoundedFp32Output) {
+  const int N = 70, C = 3 * 64 + 5;  // several row chunks, a ragged vector tail
+  Rng rng(22);
+  auto pre = rng.vec((size_t)N * C, -6, 6), bias = rng.vec(C);
+  pre[0] = -30.0f;
+  pre[1] = 30.0f;
+  for (bool with_bias : {true, false}) {
+    auto p32 = pre, p16 = pre;
+    std::vector<float> out((size_t)N * C);
+    std::vector<ms::bf16_t> got((size_t)N * C), want((size_t)N * C);
+    ms::bias_gelu_forward(out.data(), p32.data(), with_bias ? bias.data() : nullptr, N, C);
+    ms::bias_gelu_forward_bf16(got.data(), p16.data(), with_bias ? bias.data() : nullptr, N, C);
+    ms::f32_to_bf16(want.data(), out.data(), out.size(), ms::Bf16Path::kScalar);
+    EXPECT_EQ(std::memcmp(p32.data(), p16.data(), p32.size() * sizeof(float)), 0) << "pre differs";
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); i++) bad += got[i] != want[i];
+    EXPECT_EQ(bad, 0u) << "bf16 outputs differ from the rounded fp32 outputs";
+  }
+}
+
 TEST(Gelu, BackwardMatchesNaiveAndAccumulatesBias) {
   const int N = 40, C = 37;  // two 32-row chunks
   Rng rng(22);
@@ -339,6 +362,29 @@ TEST(CrossEntropy, ForwardBackwardMatchNaiveWithPaddingAndIgnoredRows) {
     ms::softmax_cross_entropy_forward_backward(losses2.data(), nullptr, c.logits.data(), c.targets.data(), N, V, Vp,
                                                dloss);
     expect_bitwise_equal(losses, losses2, "losses without dlogits" + tag);
+  }
+}
+
+// The bf16-gradient variant: the same losses, the fp32 gradient rounded to bf16 (exact RNE), zero
+// for ignored rows and padded columns, and the logits left untouched.
+TEST(CrossEntropy, Bf16GradientIsTheRoundedFp32Gradient) {
+  for (auto [N, V, Vp] : {std::tuple{9, 37, 40}, std::tuple{5, 3000, 3008}, std::tuple{4, 5, 5}}) {
+    auto c = make_ce_case(N, V, Vp, 41 + V);
+    const float dloss = 1.0f / N;
+    std::vector<float> losses(N), losses16(N), dlogits((size_t)N * Vp);
+    std::vector<ms::bf16_t> got((size_t)N * Vp, 0x1234), want((size_t)N * Vp);
+    const auto logits = c.logits;
+    ms::softmax_cross_entropy_forward_backward(losses.data(), dlogits.data(), c.logits.data(), c.targets.data(), N, V,
+                                               Vp, dloss);
+    ms::softmax_cross_entropy_forward_backward_bf16(losses16.data(), got.data(), c.logits.data(), c.targets.data(), N,
+                                                    V, Vp, dloss);
+    ms::f32_to_bf16(want.data(), dlogits.data(), dlogits.size(), ms::Bf16Path::kScalar);
+    const std::string tag = " V=" + std::to_string(V);
+    expect_bitwise_equal(losses, losses16, "losses" + tag);
+    expect_bitwise_equal(c.logits, logits, "logits untouched" + tag);
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); i++) bad += got[i] != want[i];
+    EXPECT_EQ(bad, 0u) << "bf16 gradient differs from the rounded fp32 gradient" << tag;
   }
 }
 

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "adamw.h"
+#include "bf16.h"
 #include "check.h"
 #include "grad_norm.h"
 #include "lamb.h"
@@ -465,7 +466,7 @@ RunOut run_all(int threads) {
   auto pl = o.p;
   std::vector<float> ml(N, 0.f), vl(N, 0.f);
   for (int s = 0; s < 3; ++s) {
-    const auto g = random_vec(N, 0.1, 21, 1 + s);
+    auto g = random_vec(N, 0.1, 21, 1 + s);
     adamw_update(o.p.data(), g.data(), o.m.data(), o.v.data(), L, 1e-2f, s + 1, AdamHyper{});
     lamb_update(pl.data(), g.data(), ml.data(), vl.data(), o.u.data(), L, 1e-2f, s + 1, LambHyper{});
     o.sq += grad_sq_sum(g.data(), N);
@@ -496,6 +497,38 @@ TEST(Determinism, SimdAndScalarKernelsAgree) {
   const RunOut scalar = run_all(2);
   optim_set_simd(true);
   expect_same(simd, scalar, "AVX2 vs scalar");
+}
+
+// The fused AdamW pass (clipping scale read on the fly, bf16 copy written and the gradient cleared
+// in the same pass) gives
+// the same bits as the separate passes: scale_inplace, adamw_update, then exact RNE conversion —
+// on the AVX2 and scalar paths, with values that exercise rounding ties, NaN-free extremes and zeros.
+TEST(AdamW, FusedScaleAndBf16CopyEqualSeparatePasses) {
+  const Layout L = make_layout({{70001, true}, {129, false}, {33333, true}, {5, false}});
+  const size_t N = layout_numel(L);
+  for (bool simd : {true, false}) {
+    optim_set_simd(simd);
+    auto p1 = random_vec(N, 0.3, 31, 0);
+    p1[0] = 0.0f; p1[1] = -0.0f; p1[2] = 1.00390625f;  // a bf16 tie
+    auto p2 = p1;
+    std::vector<float> m1(N, 0.f), v1(N, 0.f), m2(N, 0.f), v2(N, 0.f);
+    std::vector<bf16_t> fused(N), separate(N);
+    for (int s = 0; s < 3; ++s) {
+      auto g = random_vec(N, 0.1, 31, 1 + s);
+      const float scale = s == 1 ? 1.0f : 0.37f;
+      auto g1 = g;
+      adamw_update(p1.data(), g1.data(), m1.data(), v1.data(), L, 1e-2f, s + 1, AdamHyper{}, scale, fused.data(),
+                   /*zero_grads=*/true);
+      ASSERT_TRUE(std::all_of(g1.begin(), g1.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0; }))
+          << "zero_grads left a nonzero gradient";
+      scale_inplace(g.data(), N, scale);
+      adamw_update(p2.data(), g.data(), m2.data(), v2.data(), L, 1e-2f, s + 1, AdamHyper{});
+      f32_to_bf16(separate.data(), p2.data(), N, Bf16Path::kScalar);
+      ASSERT_TRUE(same_bits(p1, p2) && same_bits(m1, m2) && same_bits(v1, v2)) << "simd=" << simd << " step " << s;
+      ASSERT_EQ(std::memcmp(fused.data(), separate.data(), N * sizeof(bf16_t)), 0) << "simd=" << simd << " step " << s;
+    }
+  }
+  optim_set_simd(true);
 }
 
 }  // namespace
