@@ -297,15 +297,21 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   float* Pm = params_.data();
   const bool bf16 = precision_ == Precision::kBf16;
   const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
-  if (bf16 && bf16_weights_stale_) {  // once per optimizer step
-    if (param_wait_) param_wait_(0, params_.size());
-    refresh_bf16_weights();
-  }
-  if (param_wait_) param_wait_(0, first_block);
+  // bf16 weights are refreshed once per optimizer step: all at once, or, when a wrapper delivers
+  // parameters range by range (param_wait), each range right after it arrives, so the conversion
+  // follows the arrival of the gathered weights instead of waiting for all of them.
+  const bool refresh_by_range = bf16 && bf16_weights_stale_ && param_wait_;
+  if (bf16 && bf16_weights_stale_ && !param_wait_) refresh_bf16_weights();
+  auto wait_params = [&](size_t lo, size_t hi) {
+    if (!param_wait_) return;
+    param_wait_(lo, hi);
+    if (refresh_by_range) f32_to_bf16(params_bf16_.data() + lo, params_.data() + lo, hi - lo);
+  };
+  wait_params(0, first_block);
   encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
   const float* x = encoded_;
   for (int l = 0; l < L_; l++) {
-    if (param_wait_) param_wait_(block_offset_[l], block_end(l));
+    wait_params(block_offset_[l], block_end(l));
     BlockParams p = block_params(Pm, l);
     BlockActs& a = blocks_[l];
     BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
@@ -341,7 +347,8 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
                    /*accumulate=*/true);
     x = a.out;
   }
-  if (param_wait_) param_wait_(lnf_w_, params_.size());
+  wait_params(lnf_w_, params_.size());
+  if (refresh_by_range) bf16_weights_stale_ = false;  // every range converted
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
   linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;

@@ -101,8 +101,8 @@ class GPT {
   //   Ranges arrive in decreasing offset order (ln_f, block L-1, ..., block 0, embeddings) and
   //   cover every parameter exactly once per backward.
   // param_wait(lo, hi): during forward(), called before parameters [lo, hi) are first read, in
-  //   increasing offset order (embeddings, block 0, ..., ln_f); once with [0, num_params()) before
-  //   a bf16 weight refresh.
+  //   increasing offset order (embeddings, block 0, ..., ln_f), covering every parameter once; in
+  //   bf16 mode a stale weight copy is then refreshed range by range as they arrive.
   using RangeHook = std::function<void(size_t lo, size_t hi)>;
   void set_grad_ready_hook(RangeHook fn) { grad_ready_ = std::move(fn); }
   void set_param_wait_hook(RangeHook fn) { param_wait_ = std::move(fn); }
