@@ -366,6 +366,21 @@ CommWork Communicator::start_broadcast(void* buf, size_t count, DType t, int roo
   return submit(o, count * dtype_size(t));
 }
 
+int Communicator::check_group_members(const std::vector<int>& members, const std::string& name,
+                                      std::vector<int>& world_ranks) const {
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  MS_CHECK(!members.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+               sorted.front() >= 0 && sorted.back() < size_,
+           "new_group '{}' of group '{}': members must be distinct ranks below {}", name, name_, size_);
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  MS_CHECK(me != members.end(), "new_group '{}' of group '{}': rank {} is not a member (only members call it)",
+           name, name_, rank_);
+  world_ranks.clear();
+  for (int m : members) world_ranks.push_back(world_ranks_[m]);
+  return static_cast<int>(me - members.begin());
+}
+
 CommWork Communicator::start_send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   MS_CHECK(buf || bytes == 0, "send on group '{}': null buffer", name_);
   MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send on group '{}': peer {} is not another rank of the group "

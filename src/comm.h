@@ -164,6 +164,10 @@ class Communicator {
   // (in either order) and wait afterwards. Default: not supported (execute() does it all).
   virtual bool post(Op& op) { return false; }
   virtual void complete(Op& op) {}
+  // new_group's argument check, shared by the backends: members must be distinct ranks of this
+  // group and include the caller. Returns the caller's rank in the new group; fills world ranks.
+  int check_group_members(const std::vector<int>& members, const std::string& name,
+                          std::vector<int>& world_ranks) const;
   // Runs fn on the communication thread (after every op queued before it) and waits; rethrows.
   static void run_on_comm_thread(const std::function<void()>& fn);
   // Waits until every op started on this communicator has finished. Backend destructors call it first.

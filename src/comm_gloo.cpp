@@ -14,6 +14,8 @@
 #include <map>
 #include <thread>
 
+#include <fmt/ranges.h>  // fmt::join
+
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -206,21 +208,9 @@ class GlooCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> sorted = members;
-    std::sort(sorted.begin(), sorted.end());
-    MS_CHECK(!members.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
-                 sorted.front() >= 0 && sorted.back() < size_,
-             "new_group '{}' of group '{}': members must be distinct ranks below {}", name, name_, size_);
-    const auto me = std::find(members.begin(), members.end(), rank_);
-    MS_CHECK(me != members.end(), "new_group '{}' of group '{}': rank {} is not a member (only members call it)",
-             name, name_, rank_);
     std::vector<int> wr;
-    std::string list;
-    for (int m : members) {
-      wr.push_back(world_ranks_[m]);
-      if (!list.empty()) list += ',';
-      list += std::to_string(m);
-    }
+    const int me = check_group_members(members, name, wr);
+    const std::string list = fmt::format("{}", fmt::join(members, ","));
     std::unique_ptr<GlooCommunicator> child;
     run_on_comm_thread([&] {
       throw_if_broken();
@@ -229,7 +219,7 @@ class GlooCommunicator final : public Communicator {
       const std::string id = name + "/" + list;
       const int k = children_[id]++;
       child = std::make_unique<GlooCommunicator>(shared_, fmt::format("{}/{}#{}", key_, id, k), name,
-                                                 static_cast<int>(me - members.begin()), wr, timeout_);
+                                                 me, wr, timeout_);
       child->connect();
     });
     return child;

@@ -88,16 +88,8 @@ class MpiCommunicator final : public Communicator {
   static std::unique_ptr<Communicator> create_world(const CommEnv& env);
 
   std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> sorted = members;
-    std::sort(sorted.begin(), sorted.end());
-    MS_CHECK(!members.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
-                 sorted.front() >= 0 && sorted.back() < size_,
-             "new_group '{}' of group '{}': members must be distinct ranks below {}", name, name_, size_);
-    const auto me = std::find(members.begin(), members.end(), rank_);
-    MS_CHECK(me != members.end(), "new_group '{}' of group '{}': rank {} is not a member (only members call it)",
-             name, name_, rank_);
     std::vector<int> wr;
-    for (int m : members) wr.push_back(world_ranks_[m]);
+    const int me = check_group_members(members, name, wr);
     std::unique_ptr<Communicator> child;
     run_on_comm_thread([&] {
       throw_if_broken();
@@ -116,8 +108,8 @@ class MpiCommunicator final : public Communicator {
       MS_MPI(MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN));
       int r = -1;
       MS_MPI(MPI_Comm_rank(nc, &r));
-      MS_CHECK(r == me - members.begin(), "new_group '{}': MPI rank {} != member index {}", name, r,
-               me - members.begin());
+      MS_CHECK(r == me, "new_group '{}': MPI rank {} != member index {}", name, r,
+               me);
       child = std::make_unique<MpiCommunicator>(nc, true, name, r, wr, timeout_);
     });
     return child;

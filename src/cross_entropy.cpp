@@ -93,14 +93,19 @@ void rows_generic(float* losses, float* dlogits, const float* logits, const int*
         dloss);
 }
 
-}  // namespace
-
-void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
-                                            const int* targets, int N, int V, int Vp, float dloss) {
+// Shape and targets, before any work.
+void check_args(const int* targets, int N, int V, int Vp) {
   MS_CHECK(N >= 0 && V > 0 && Vp >= V, "cross_entropy: bad shape N={} V={} Vp={}", N, V, Vp);
   for (int i = 0; i < N; ++i)
     MS_CHECK(targets[i] >= -1 && targets[i] < V, "cross_entropy: target {} of row {} outside [-1, {})",
              targets[i], i, V);
+}
+
+}  // namespace
+
+void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+                                            const int* targets, int N, int V, int Vp, float dloss) {
+  check_args(targets, N, V, Vp);
   const bool avx = use_avx512();
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
@@ -111,10 +116,7 @@ void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const
 
 void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
                                                  const int* targets, int N, int V, int Vp, float dloss) {
-  MS_CHECK(N >= 0 && V > 0 && Vp >= V, "cross_entropy: bad shape N={} V={} Vp={}", N, V, Vp);
-  for (int i = 0; i < N; ++i)
-    MS_CHECK(targets[i] >= -1 && targets[i] < V, "cross_entropy: target {} of row {} outside [-1, {})",
-             targets[i], i, V);
+  check_args(targets, N, V, Vp);
   const bool avx = use_avx512();
 #pragma omp parallel
   {
