@@ -381,19 +381,21 @@ int Communicator::check_group_members(const std::vector<int>& members, const std
   return static_cast<int>(me - members.begin());
 }
 
+void Communicator::check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const {
+  MS_CHECK(buf || bytes == 0, "{} on group '{}': null buffer", op, name_);
+  MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "{} on group '{}': peer {} is not another rank of the group "
+           "(rank {}, size {})", op, name_, peer, rank_, size_);
+}
+
 CommWork Communicator::start_send(const void* buf, size_t bytes, int peer, uint32_t tag) {
-  MS_CHECK(buf || bytes == 0, "send on group '{}': null buffer", name_);
-  MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send on group '{}': peer {} is not another rank of the group "
-           "(rank {}, size {})", name_, peer, rank_, size_);
+  check_point_to_point("send", buf, bytes, peer);
   Op o;
   o.kind = OpKind::kSend, o.name = "send", o.in = buf, o.count = bytes, o.peer = peer, o.tag = tag;
   return submit(o, bytes);
 }
 
 CommWork Communicator::start_recv(void* buf, size_t bytes, int peer, uint32_t tag) {
-  MS_CHECK(buf || bytes == 0, "recv on group '{}': null buffer", name_);
-  MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv on group '{}': peer {} is not another rank of the group "
-           "(rank {}, size {})", name_, peer, rank_, size_);
+  check_point_to_point("recv", buf, bytes, peer);
   Op o;
   o.kind = OpKind::kRecv, o.name = "recv", o.out = buf, o.count = bytes, o.peer = peer, o.tag = tag;
   return submit(o, bytes);

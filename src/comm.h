@@ -164,6 +164,14 @@ class Communicator {
   // (in either order) and wait afterwards. Default: not supported (execute() does it all).
   virtual bool post(Op& op) { return false; }
   virtual void complete(Op& op) {}
+  // A backend constructor's bookkeeping: name, rank in the group, members' world ranks, deadline.
+  void set_identity(std::string name, int rank, std::vector<int> world_ranks, std::chrono::milliseconds timeout) {
+    name_ = std::move(name);
+    rank_ = rank;
+    size_ = static_cast<int>(world_ranks.size());
+    world_ranks_ = std::move(world_ranks);
+    timeout_ = timeout;
+  }
   // new_group's argument check, shared by the backends: members must be distinct ranks of this
   // group and include the caller. Returns the caller's rank in the new group; fills world ranks.
   int check_group_members(const std::vector<int>& members, const std::string& name,
@@ -182,6 +190,7 @@ class Communicator {
   std::chrono::milliseconds timeout_{300000};  // deadline of each op
 
  private:
+  void check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const;
   CommWork submit(Op op, size_t bytes);
   void run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record);
   // Runs one step of op (body) on the comm thread. On failure sets status to a message naming

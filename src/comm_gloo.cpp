@@ -180,11 +180,7 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(std::shared_ptr<GlooShared> shared, std::string key, std::string name, int rank,
                    std::vector<int> world_ranks, milliseconds timeout)
       : shared_(std::move(shared)), key_(std::move(key)) {
-    name_ = std::move(name);
-    rank_ = rank;
-    size_ = static_cast<int>(world_ranks.size());
-    world_ranks_ = std::move(world_ranks);
-    timeout_ = timeout;
+    set_identity(std::move(name), rank, std::move(world_ranks), timeout);
   }
 
   ~GlooCommunicator() override {

@@ -70,11 +70,7 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, bool owned, std::string name, int rank, std::vector<int> world_ranks,
                   milliseconds timeout)
       : comm_(comm), owned_(owned) {
-    name_ = std::move(name);
-    rank_ = rank;
-    size_ = static_cast<int>(world_ranks.size());
-    world_ranks_ = std::move(world_ranks);
-    timeout_ = timeout;
+    set_identity(std::move(name), rank, std::move(world_ranks), timeout);
   }
 
   ~MpiCommunicator() override {

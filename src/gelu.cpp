@@ -30,29 +30,21 @@ constexpr float kA = 0.044715f;
 // sigmoid(2u) = 1/(1+e) stays a normal float (no denormal slow paths for very negative x).
 MS_AI float exp_m2u(float x) { return exp_approx(-2.0f * kK * (x + kA * x * x * x), 80.0f); }
 
-MS_AI void fwd_rows(float* out, float* pre, const float* bias, int r0, int r1, int C) {
-  for (int i = r0; i < r1; ++i) {
-    float* x = pre + (size_t)i * C;
-    float* o = out + (size_t)i * C;
-    if (bias) {
-#pragma omp simd
-      for (int c = 0; c < C; ++c) x[c] += bias[c];
-    }
-#pragma omp simd
-    for (int c = 0; c < C; ++c) o[c] = x[c] / (1.0f + exp_m2u(x[c]));
-  }
-}
+MS_AI void store(float& o, float v) { o = v; }
+MS_AI void store(bf16_t& o, float v) { o = f32_to_bf16_rne(v); }
 
-MS_AI void fwd_rows_bf16(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
+// Out: float, or bf16_t (the GeLU output rounded to nearest even on the way out).
+template <class Out>
+MS_AI void fwd_rows(Out* out, float* pre, const float* bias, int r0, int r1, int C) {
   for (int i = r0; i < r1; ++i) {
     float* x = pre + (size_t)i * C;
-    bf16_t* o = out + (size_t)i * C;
+    Out* o = out + (size_t)i * C;
     if (bias) {
 #pragma omp simd
       for (int c = 0; c < C; ++c) x[c] += bias[c];
     }
 #pragma omp simd
-    for (int c = 0; c < C; ++c) o[c] = f32_to_bf16_rne(x[c] / (1.0f + exp_m2u(x[c])));
+    for (int c = 0; c < C; ++c) store(o[c], x[c] / (1.0f + exp_m2u(x[c])));
   }
 }
 
@@ -92,17 +84,25 @@ MS_AI void reduce_cols(float* dbias, const float* parts, int nchunks, int c0, in
   for (int c = 0; c < n; ++c) dbias[c0 + c] += acc[c];
 }
 
-MS_TARGET_AVX512 void fwd_rows_avx512(float* out, float* pre, const float* bias, int r0, int r1, int C) {
+template <class Out>
+MS_TARGET_AVX512 void fwd_rows_avx512(Out* out, float* pre, const float* bias, int r0, int r1, int C) {
   fwd_rows(out, pre, bias, r0, r1, C);
 }
-void fwd_rows_generic(float* out, float* pre, const float* bias, int r0, int r1, int C) {
+template <class Out>
+void fwd_rows_generic(Out* out, float* pre, const float* bias, int r0, int r1, int C) {
   fwd_rows(out, pre, bias, r0, r1, C);
 }
-MS_TARGET_AVX512 void fwd_rows_bf16_avx512(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
-  fwd_rows_bf16(out, pre, bias, r0, r1, C);
-}
-void fwd_rows_bf16_generic(bf16_t* out, float* pre, const float* bias, int r0, int r1, int C) {
-  fwd_rows_bf16(out, pre, bias, r0, r1, C);
+
+template <class Out>
+void forward(Out* out, float* pre, const float* bias, int N, int C) {
+  const bool avx = use_avx512();
+  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
+#pragma omp parallel for schedule(static)
+  for (int k = 0; k < nchunks; ++k) {
+    const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
+    if (avx) fwd_rows_avx512(out, pre, bias, r0, r1, C);
+    else fwd_rows_generic(out, pre, bias, r0, r1, C);
+  }
 }
 MS_TARGET_AVX512 void bwd_rows_avx512(float* dpre, float* db_part, const float* dout, const float* pre, int r0,
                                       int r1, int C) {
@@ -123,26 +123,12 @@ void reduce_cols_generic(float* dbias, const float* parts, int nchunks, int c0, 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) {
   MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward: bad shape N={} C={}", N, C);
   MS_CHECK(out != pre, "bias_gelu_forward: out must not alias pre (pre is kept for the backward)");
-  const bool avx = use_avx512();
-  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static)
-  for (int k = 0; k < nchunks; ++k) {
-    const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
-    if (avx) fwd_rows_avx512(out, pre, bias, r0, r1, C);
-    else fwd_rows_generic(out, pre, bias, r0, r1, C);
-  }
+  forward(out, pre, bias, N, C);
 }
 
 void bias_gelu_forward_bf16(bf16_t* out, float* pre, const float* bias, int N, int C) {
   MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward_bf16: bad shape N={} C={}", N, C);
-  const bool avx = use_avx512();
-  const int nchunks = (N + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel for schedule(static)
-  for (int k = 0; k < nchunks; ++k) {
-    const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
-    if (avx) fwd_rows_bf16_avx512(out, pre, bias, r0, r1, C);
-    else fwd_rows_bf16_generic(out, pre, bias, r0, r1, C);
-  }
+  forward(out, pre, bias, N, C);
 }
 
 void bias_gelu_backward(float* dpre, float* dbias, const float* dout, const float* pre, int N, int C) {

@@ -109,7 +109,7 @@ StepStats Trainer::train_step(const std::function<void(int*, int*)>& next_micro_
     // Non-const params() marks the bf16 weight copy stale: the next forward converts it once,
     // unless the optimizer wrote it in its own pass (AdamW fuses the clipping scale and the copy).
     float* params = model_.params();
-    if (optimizer_->step(params, model_.grads(), s.lr, scale < 1.0f ? scale : 1.0f, model_.bf16_weight_copy(),
+    if (optimizer_->step(params, model_.grads(), s.lr, scale, model_.bf16_weight_copy(),
                          /*zero_grads=*/true))
       model_.mark_bf16_weights_fresh();
     grads_zeroed_ = true;
@@ -209,9 +209,10 @@ float run_training(const Config& cfg_in) {
         trainer.data_parallel() ? trainer.data_parallel()->layout().buckets().size() : 0, cfg.parallel.bucket_mb,
         trainer.data_parallel() ? trainer.data_parallel()->state_bytes() / 1048576.0 : 0.0,
         cfg.parallel.overlap ? "on" : "off"));
-  // MFU denominator: the GEMM throughput this machine reaches in the run's precision.
+  // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
+  // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
   const bool bf16 = model.precision() == Precision::kBf16;
-  const double peak = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+  const double peak = rank != 0 ? 1.0 : bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
   const double flops_tok = model.flops_per_token(T);
   log.message("start", fmt::format(
       "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "

@@ -35,11 +35,9 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
   staging_.resize(std::max<size_t>(stage, 1));
   rs_.resize(nb);
   ag_.resize(nb);
-  rs_started_.assign(nb, 0);
   ag_pending_.assign(nb, 0);
   const size_t nt = layout_.num_tensors(), np = views_.size();
   piece_w_.resize(np); piece_r_.resize(np);
-  tensor_w_.resize(nt); tensor_r_.resize(nt);
   sums_in_.resize(2 * nt); sums_out_.resize(2 * nt);
   xchg_.resize(static_cast<size_t>(comm_.size()) * 2 * std::max<size_t>(2 * nt, 1));
   // The shard of the initial weights (identical on every rank: same seed).
@@ -89,7 +87,6 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
     in = staging_.data();
   }
   rs_[b] = comm_.start_reduce_scatter(in, shard_grads_.data() + k.local, k.shard, DType::kF32, ReduceOp::kSum);
-  rs_started_[b] = 1;
 }
 
 void ZeroDataParallel::finish_grad_reduce_scatter() {
@@ -101,7 +98,6 @@ void ZeroDataParallel::finish_grad_reduce_scatter() {
     for (size_t b = 0; b < nb; b++) {
       rs_[b].wait();
       rs_[b] = CommWork();
-      rs_started_[b] = 0;
     }
   }
   exposed_s_ += (steady_ns() - t0) * 1e-9;
@@ -146,7 +142,7 @@ void ZeroDataParallel::optimizer_step(float lr, float grad_scale) {
   TimelineScope span(timeline_, "optimizer");
   t_++;
   const AdamHyper h{ocfg_.beta1, ocfg_.beta2, ocfg_.eps, ocfg_.weight_decay};
-  const float gs = grad_scale < 1.0f ? grad_scale : 1.0f;
+  const float gs = grad_scale;  // clip_scale: in (0, 1]
   if (ocfg_.name != "lamb") {  // the clipping scale is fused into the update
     adamw_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), views_, lr, t_, h, gs);
     return;

@@ -68,12 +68,12 @@ class ZeroDataParallel {
   std::vector<ParamTensor> views_;  // pieces as optimizer tensors (local offsets)
   AlignedBuffer<float> shard_params_, shard_grads_, m_, v_, update_, staging_;
   std::vector<CommWork> rs_, ag_;
-  std::vector<char> rs_started_, ag_pending_;
+  std::vector<char> ag_pending_;
   size_t next_rs_ = 0;
   bool armed_ = false;
   int t_ = 0;
   double exposed_s_ = 0;
-  std::vector<double> piece_w_, piece_r_, tensor_w_, tensor_r_, sums_in_, sums_out_;
+  std::vector<double> piece_w_, piece_r_, sums_in_, sums_out_;  // LAMB norms: per piece, per tensor (w then r)
   AlignedBuffer<float> xchg_;  // all-gather buffer for exchange()
 };
 
