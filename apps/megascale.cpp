@@ -11,12 +11,13 @@
 #include <CLI/CLI.hpp>   // CLI::App
 #include <fmt/format.h>  // fmt::print
 
-#include "check.h"    // ms::Error
-#include "comm_bench.h"  // CommBenchOptions, run_comm_bench, run_comm_bench_worker
-#include "config.h"   // Config, list_fields, set_field, load_toml
-#include "launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
-#include "prepare.h"  // PrepareOptions, run_prepare
-#include "trainer.h"  // run_training
+#include "base/check.h"    // ms::Error
+#include "bench_comm.h"     // CommBenchOptions, run_comm_bench, run_comm_bench_worker
+#include "config/config.h"   // Config, list_fields, set_field, load_toml
+#include "launch/launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
+#include "data/prepare.h"  // PrepareOptions, run_prepare
+#include "train_run.h"    // run_training
+#include "app_paths.h"    // tokenizer_dir_or_default, resolve_launch_command
 
 namespace {
 
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
       return ms::run_comm_bench(bench);
     }
     if (app.got_subcommand("prepare")) {
+      prep.tokenizer_dir = ms::tokenizer_dir_or_default(prep.tokenizer_dir);
       ms::PrepareResult r = ms::run_prepare(prep);
       fmt::print("prepared {} train tokens in {} shard(s), {} val tokens in {} shard(s); unigram entropy {:.3f} bits/token\n",
                  r.train_tokens, r.train_shards.size(), r.val_tokens, r.val_shards.size(), r.unigram_entropy_bits);

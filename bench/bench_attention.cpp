@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "attention.h"
+#include "kernels/attention.h"
 
 namespace {
 double now() {

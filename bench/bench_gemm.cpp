@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "matmul.h"  // ms::sgemm
+#include "kernels/matmul.h"  // ms::sgemm
 
 namespace {
 

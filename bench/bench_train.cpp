@@ -29,12 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "check.h"    // ms::Error
-#include "config.h"   // Config, set_field, list_fields
-#include "matmul.h"   // measure_sgemm_peak_gflops, set_gemm_timing, gemm_seconds
-#include "rng.h"      // Rng
-#include "thread_pin.h"  // pin_omp_threads
-#include "trainer.h"  // Trainer
+#include "base/check.h"    // ms::Error
+#include "config/config.h"   // Config, set_field, list_fields
+#include "kernels/matmul.h"   // measure_sgemm_peak_gflops, set_gemm_timing, gemm_seconds
+#include "base/rng.h"      // Rng
+#include "base/thread_pin.h"  // pin_omp_threads
+#include "train/trainer.h"  // Trainer
 
 namespace {
 

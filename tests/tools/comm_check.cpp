@@ -20,9 +20,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "bf16.h"
-#include "comm.h"
-#include "rank_grid.h"
+#include "base/bf16.h"
+#include "comm/comm_env.h"
+#include "comm/communicator.h"
+#include "comm/world.h"
+#include "obs/timeline.h"
+#include "obs/trace_sink.h"
+#include "comm/rank_grid.h"
 
 namespace {
 
@@ -231,9 +235,9 @@ void check_ops(Communicator& c, bool big) {
 
 // The trace of group g: ops with consecutive collective seqs, status ok, bytes as started.
 void check_trace(const std::string& group, size_t min_records) {
-  std::vector<CommRecord> recs;
-  for (const CommRecord& r : comm_trace())
-    if (r.group == group && r.op != "send" && r.op != "recv") recs.push_back(r);
+  std::vector<TraceRecord> recs;
+  for (const TraceRecord& r : TraceSink::get().snapshot(TraceTrack::kComm))
+    if (r.group == group && r.name != "send" && r.name != "recv") recs.push_back(r);
   EXPECT(recs.size() >= min_records, "trace of '{}': {} records, want >= {}", group, recs.size(), min_records);
   for (size_t i = 0; i < recs.size(); i++) {
     EXPECT(recs[i].status == "ok", "trace '{}' seq {}: status '{}'", group, recs[i].seq, recs[i].status);

@@ -1,0 +1,315 @@
+// comm_bench: see comm_bench.h.
+#include "bench_comm.h"
+
+#include <unistd.h>  // getpid
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/check.h"
+#include "comm/comm_env.h"       // CommEnv
+#include "comm/communicator.h"  // Communicator
+#include "comm/world.h"          // init_world
+#include "app_paths.h"         // self_executable
+#include "launch/launcher.h"
+#include "comm/rank_grid.h"
+
+namespace ms {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+size_t parse_one_size(const std::string& s) {
+  MS_CHECK(!s.empty(), "empty size in --sizes");
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (const std::exception&) {
+    MS_FAIL("bad size '{}' in --sizes (expected e.g. 4096, 4K, 64M)", s);
+  }
+  const std::string unit = s.substr(pos);
+  size_t mul = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") mul = size_t(1) << 10;
+  else if (unit == "M" || unit == "MiB") mul = size_t(1) << 20;
+  else if (unit == "G" || unit == "GiB") mul = size_t(1) << 30;
+  else MS_CHECK(unit.empty() || unit == "B", "bad unit in size '{}' (use K, M or G)", s);
+  const size_t bytes = (size_t)v * mul;
+  MS_CHECK(bytes > 0 && bytes % 4 == 0, "size '{}' must be a positive multiple of 4 bytes (fp32)", s);
+  return bytes;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The benchmark grid of n ranks: tp=2 when n is even, pp=2 when n >= 8 and it divides, dp the rest.
+GridShape bench_shape(int n) {
+  GridShape s;
+  s.tp = n % 2 == 0 ? 2 : 1;
+  s.pp = n >= 8 && (n / s.tp) % 2 == 0 ? 2 : 1;
+  s.dp = n / (s.tp * s.pp);
+  return s;
+}
+
+// Element i of rank r's input: r + i % 3, so every sum below is an exact integer in fp32.
+void fill(std::vector<float>& v, int rank, size_t offset = 0) {
+  for (size_t i = 0; i < v.size(); i++) v[i] = (float)(rank + (int)((offset + i) % 3));
+}
+
+// Checks one op's result against its closed form; throws naming the first wrong element.
+void check_result(const std::string& op, const std::vector<float>& got, int rank, int n, size_t shard) {
+  const float base = (float)n * (float)(n - 1) / 2.0f;
+  for (size_t i = 0; i < got.size(); i++) {
+    float want;
+    if (op == "all_reduce") want = base + (float)n * (float)(i % 3);
+    else if (op == "reduce_scatter") want = base + (float)n * (float)((rank * shard + i) % 3);
+    else want = (float)(i / shard) + (float)((i % shard) % 3);  // all_gather: rank s's shard at s*shard
+    MS_CHECK(got[i] == want, "{} on {} ranks: element {} of rank {} is {}, expected {}", op, n, i, rank, got[i],
+             want);
+  }
+}
+
+// Times one collective on the world group: warm-up (checked), then iters timed runs. Returns the
+// median over iterations of the slowest rank's time, in seconds; bytes = NCCL-tests "size".
+double time_op(Communicator& world, const std::string& op, size_t bytes, int warmup, int iters, size_t& size_out) {
+  const int n = world.size(), r = world.rank();
+  const size_t count = bytes / sizeof(float);
+  const size_t shard = count / (size_t)n;
+  std::vector<float> big, small;
+  if (op == "all_reduce") {
+    big.resize(count);
+    size_out = count * sizeof(float);
+  } else {
+    MS_CHECK(shard > 0, "{}: {} is too small for {} ranks", op, format_bytes(bytes), n);
+    big.resize(shard * (size_t)n);
+    small.resize(shard);
+    size_out = big.size() * sizeof(float);
+  }
+  auto prepare = [&] {
+    if (op == "all_reduce" || op == "reduce_scatter") fill(big, r);
+    else fill(small, r);
+  };
+  auto run = [&] {
+    if (op == "all_reduce") world.all_reduce(big.data(), big.size(), DType::kF32, ReduceOp::kSum);
+    else if (op == "reduce_scatter") world.reduce_scatter(big.data(), small.data(), shard, DType::kF32, ReduceOp::kSum);
+    else world.all_gather(small.data(), big.data(), shard, DType::kF32);
+  };
+  for (int i = 0; i < warmup; i++) {
+    prepare();
+    run();
+    check_result(op, op == "reduce_scatter" ? small : big, r, n, shard);
+  }
+  std::vector<float> times((size_t)iters);
+  for (int i = 0; i < iters; i++) {
+    prepare();
+    world.barrier();
+    const auto t0 = Clock::now();
+    run();
+    times[(size_t)i] = (float)seconds_since(t0);
+  }
+  world.all_reduce(times.data(), times.size(), DType::kF32, ReduceOp::kMax);
+  std::sort(times.begin(), times.end());
+  const size_t m = times.size();
+  return m % 2 ? times[m / 2] : 0.5 * ((double)times[m / 2 - 1] + (double)times[m / 2]);
+}
+
+std::string store_kind(const std::string& store) {
+  if (store.rfind("file:", 0) == 0) return "file";
+  if (store.rfind("redis://", 0) == 0) return "redis";
+  return store.empty() ? "-" : store;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// Reads the JSON rank 0 of a worker run wrote; throws if it is missing.
+json read_worker_json(const std::string& path) {
+  std::ifstream f(path);
+  MS_CHECK(f.good(), "the benchmark workers wrote no results to {}", path);
+  return json::parse(f);
+}
+
+}  // namespace
+
+std::vector<size_t> parse_byte_sizes(const std::string& spec) {
+  std::vector<size_t> out;
+  const size_t dots = spec.find("..");
+  if (dots != std::string::npos) {
+    const size_t lo = parse_one_size(spec.substr(0, dots)), hi = parse_one_size(spec.substr(dots + 2));
+    MS_CHECK(lo <= hi, "--sizes {}: the first size is larger than the last", spec);
+    for (size_t s = lo; s <= hi; s *= 4) out.push_back(s);
+  } else {
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) out.push_back(parse_one_size(item));
+  }
+  MS_CHECK(!out.empty(), "--sizes '{}' names no size", spec);
+  return out;
+}
+
+std::string format_bytes(size_t b) {
+  if (b >= (size_t(1) << 30) && b % (size_t(1) << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (size_t(1) << 20) && b % (size_t(1) << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (size_t(1) << 10) && b % (size_t(1) << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+void run_comm_bench_worker(const CommBenchWorkerOptions& opt) {
+  MS_CHECK(opt.iters >= 1 && opt.warmup >= 1, "--iters and --warmup must be >= 1");
+  const std::vector<size_t> sizes = parse_byte_sizes(opt.sizes);
+  CommEnv env = CommEnv::from_environment();
+  if (!opt.backend.empty()) env.backend = opt.backend;
+
+  const auto t0 = Clock::now();
+  std::unique_ptr<Communicator> world_owner = init_world(env);
+  const double init_s = seconds_since(t0);
+  const int n = world_owner->size();
+  const GridShape shape = bench_shape(n);
+  const auto t1 = Clock::now();
+  RankGrid grid(std::move(world_owner), "tp-dp-pp", shape);
+  const double grid_s = seconds_since(t1);
+  Communicator& world = grid.world();
+  float startup[2] = {(float)init_s, (float)grid_s};
+  world.all_reduce(startup, 2, DType::kF32, ReduceOp::kMax);
+
+  json result = {{"backend", world.backend()},
+                 {"store", env.backend == "gloo" ? store_kind(env.store) : "-"},
+                 {"ranks", n},
+                 {"grid", fmt::format("tp={},dp={},pp={}", shape.tp, shape.dp, shape.pp)},
+                 {"init_world_ms", startup[0] * 1e3},
+                 {"rank_grid_ms", startup[1] * 1e3},
+                 {"iters", opt.iters},
+                 {"warmup", opt.warmup},
+                 {"rows", json::array()}};
+  if (opt.bandwidth) {
+    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"})
+      for (size_t bytes : sizes) {
+        size_t size = 0;
+        const double t = time_op(world, op, bytes, opt.warmup, opt.iters, size);
+        const double algbw = (double)size / t / 1e9;
+        const double factor = std::string(op) == "all_reduce" ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+        result["rows"].push_back({{"op", op},
+                                  {"bytes", size},
+                                  {"time_us", t * 1e6},
+                                  {"algbw_GBps", algbw},
+                                  {"busbw_GBps", algbw * factor}});
+      }
+  }
+  world.barrier();
+  if (world.rank() == 0) {
+    if (opt.out.empty()) {
+      fmt::print("{}\n", result.dump(2));
+    } else {
+      const std::string tmp = opt.out + ".tmp";
+      std::ofstream f(tmp);
+      f << result.dump(2) << "\n";
+      f.close();
+      MS_CHECK(f.good(), "cannot write {}", tmp);
+      fs::rename(tmp, opt.out);
+    }
+  }
+}
+
+int run_comm_bench(const CommBenchOptions& opt) {
+  MS_CHECK(!opt.ranks.empty() && !opt.stores.empty(), "--ranks and --store need at least one value");
+  for (int n : opt.ranks) MS_CHECK(n >= 1 && n <= 1024, "--ranks: {} is not in 1..1024", n);
+  for (const auto& s : opt.stores)
+    MS_CHECK(s == "file" || s == "redis" || s.rfind("redis://", 0) == 0, "--store: unknown store '{}'", s);
+  MS_CHECK(opt.iters >= 1 && opt.warmup >= 1, "--iters and --warmup must be >= 1");
+  const std::vector<size_t> sizes = parse_byte_sizes(opt.sizes);  // validate before launching anything
+  const int smallest = *std::min_element(opt.ranks.begin(), opt.ranks.end());
+  const std::vector<std::string> self = {self_executable()};
+
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("megascale-bench-comm-{}", ::getpid());
+  fs::create_directories(tmp);
+  struct Cleanup { fs::path p; ~Cleanup() { std::error_code ec; fs::remove_all(p, ec); } } cleanup{tmp};
+
+  auto worker_args = [&](bool bandwidth, const std::string& out) {
+    std::vector<std::string> a = {self[0], "bench", "comm-worker", "--sizes", opt.sizes,
+                                  "--iters", std::to_string(opt.iters), "--warmup", std::to_string(opt.warmup),
+                                  "--out", out};
+    if (!bandwidth) a.push_back("--no-bandwidth");
+    return a;
+  };
+
+  std::vector<json> results;
+  int failures = 0, run = 0;
+  for (const auto& store : opt.stores)
+    for (int n : opt.ranks) {
+      const bool bandwidth = &store == &opt.stores.front() && (opt.bandwidth_all || n == smallest);
+      const std::string out = (tmp / fmt::format("run{}.json", run++)).string();
+      fmt::print(stderr, "bench comm: {} ranks, gloo, {} store{}\n", n, store, bandwidth ? ", bandwidth" : "");
+      LaunchOptions lo;
+      lo.nproc = n;
+      lo.store = store;
+      lo.quiet_others = true;
+      lo.command = worker_args(bandwidth, out);
+      const LaunchResult r = run_launcher(lo);
+      if (r.exit_code != 0) {
+        fmt::print(stderr, "bench comm: {} ranks on the {} store failed: {}\n", n, store, r.failure);
+        failures++;
+        continue;
+      }
+      results.push_back(read_worker_json(out));
+    }
+  if (opt.mpi) {
+    const std::string out = (tmp / fmt::format("run{}.json", run++)).string();
+    std::string cmd = fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np {} "
+                                  "--oversubscribe --bind-to none",
+                                  smallest);
+    for (const auto& a : worker_args(true, out)) {
+      cmd += ' ';
+      cmd += shell_quote(a);
+    }
+    cmd += " --backend mpi";
+    fmt::print(stderr, "bench comm: {} ranks, mpi, bandwidth\n", smallest);
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+      fmt::print(stderr, "bench comm: the MPI run failed (mpirun status {})\n", rc);
+      failures++;
+    } else {
+      results.push_back(read_worker_json(out));
+    }
+  }
+
+  // The table.
+  fmt::print("start-up (max over ranks; grid order tp-dp-pp)\n");
+  fmt::print("{:<8} {:<6} {:>6} {:<16} {:>14} {:>13} {:>10}\n", "backend", "store", "ranks", "grid", "init_world ms",
+             "rank_grid ms", "total ms");
+  for (const auto& j : results)
+    fmt::print("{:<8} {:<6} {:>6} {:<16} {:>14.1f} {:>13.1f} {:>10.1f}\n", j["backend"].get<std::string>(),
+               j["store"].get<std::string>(), j["ranks"].get<int>(), j["grid"].get<std::string>(),
+               j["init_world_ms"].get<double>(), j["rank_grid_ms"].get<double>(),
+               j["init_world_ms"].get<double>() + j["rank_grid_ms"].get<double>());
+  for (const auto& j : results) {
+    if (j["rows"].empty()) continue;
+    fmt::print("\nbandwidth: {}, {} ranks, fp32, median of {} iterations after {} checked warm-up, slowest rank\n",
+               j["backend"].get<std::string>(), j["ranks"].get<int>(), j["iters"].get<int>(), j["warmup"].get<int>());
+    fmt::print("{:<16} {:>10} {:>12} {:>11} {:>11}\n", "op", "size", "time us", "algbw GB/s", "busbw GB/s");
+    for (const auto& row : j["rows"])
+      fmt::print("{:<16} {:>10} {:>12.1f} {:>11.3f} {:>11.3f}\n", row["op"].get<std::string>(),
+                 format_bytes(row["bytes"].get<size_t>()), row["time_us"].get<double>(),
+                 row["algbw_GBps"].get<double>(), row["busbw_GBps"].get<double>());
+  }
+  if (!opt.json_path.empty()) {
+    json all = {{"cores", usable_cores()}, {"runs", results}};
+    std::ofstream f(opt.json_path);
+    f << all.dump(2) << "\n";
+    MS_CHECK(f.good(), "cannot write {}", opt.json_path);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace ms

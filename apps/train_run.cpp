@@ -1,0 +1,154 @@
+// train_run.cpp: see train_run.h.
+#include "train_run.h"
+
+#include <omp.h>  // omp_set_num_threads, omp_get_num_procs
+
+#include <algorithm>  // std::max, std::min
+#include <chrono>
+#include <cstdio>  // std::fprintf
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>  // fmt::format
+
+#include "base/atomic_file.h"     // write_file_atomic
+#include "base/thread_pin.h"      // pin_omp_threads
+#include "comm/comm_env.h"        // CommEnv
+#include "comm/rank_grid.h"       // RankGrid
+#include "comm/world.h"           // init_world
+#include "data/dataloader.h"      // DataLoader
+#include "data/tokenizer.h"       // Gpt2Tokenizer
+#include "app_paths.h"            // tokenizer_dir_or_default
+#include "kernels/gemm_bf16.h"    // measure_bf16_gemm_peak_gflops
+#include "kernels/matmul.h"       // measure_sgemm_peak_gflops
+#include "model/hf_export.h"      // export_hf
+#include "obs/timeline.h"         // write_chrome_trace, write_comm_trace
+#include "obs/trace_sink.h"       // TraceSink
+#include "parallel/dp/zero_dp.h"  // ZeroDataParallel
+#include "train/evaluation.h"     // eval_loss
+#include "train/run_log.h"        // RunLog
+#include "train/sampling.h"       // sample_text
+#include "train/trainer.h"        // Trainer
+
+namespace ms {
+
+float run_training(const Config& cfg_in) {
+  namespace fs = std::filesystem;
+  // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
+  Config cfg = cfg_in;
+  CommEnv env = CommEnv::from_environment();
+  if (cfg.parallel.backend != "auto" && env.world_size > 1) env.backend = cfg.parallel.backend;
+  env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
+  cfg.validate();  // every value in range before any arithmetic on them
+  cfg.resolve_layout(env.world_size);
+  std::unique_ptr<RankGrid> grid;
+  if (env.world_size > 1)
+    grid = std::make_unique<RankGrid>(init_world(env), cfg.parallel.order,
+                                      GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp});
+  const int rank = grid ? grid->world().rank() : 0;
+  const int dp = cfg.parallel.dp, dp_rank = grid ? grid->coord().dp : 0;
+  TraceSink::get().set_enabled(TraceTrack::kCompute, cfg.parallel.trace);
+
+  const int threads = cfg.train.threads > 0 ? cfg.train.threads
+                                            : std::max(1, omp_get_num_procs() / std::max(1, env.local_world_size));
+  omp_set_num_threads(threads);
+  const std::string out_dir = cfg.train.out_dir;
+  if (rank == 0) {
+    fs::create_directories(out_dir);
+    const std::string text = to_toml(cfg);
+    write_file_atomic(out_dir + "/config.resolved.toml", {{text.data(), text.size()}});
+  }
+  RunLog log(out_dir, rank == 0 ? cfg.train.progress : "none");
+  const int B = cfg.train.batch_size, T = cfg.train.seq_len;
+
+  // Data first: every shard is validated before any compute.
+  DataLoader train(std::vector<std::string>{cfg.data.train}, B, T, cfg.model.vocab_size,
+                   static_cast<uint64_t>(cfg.train.seed), cfg.data.shuffle, "data.train");
+  if (dp > 1) train.set_shard(dp_rank, dp);
+  std::unique_ptr<DataLoader> val;
+  if (!cfg.data.val.empty())
+    val = std::make_unique<DataLoader>(std::vector<std::string>{cfg.data.val}, B, T, cfg.model.vocab_size,
+                                       static_cast<uint64_t>(cfg.train.seed), false, "data.val");
+  const int eval_batches = val ? static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(cfg.train.eval_batches, val->num_samples() / B)))
+                               : 0;
+
+  Trainer trainer(cfg, grid ? &grid->dp() : nullptr);
+  GPT& model = trainer.model();
+  // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
+  if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
+  if (grid)
+    log.message("parallel", fmt::format(
+        "world {} ({} backend), grid {} tp={} dp={} pp={}; ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
+        env.world_size, grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp, cfg.parallel.pp,
+        trainer.data_parallel() ? trainer.data_parallel()->layout().buckets().size() : 0, cfg.parallel.bucket_mb,
+        trainer.data_parallel() ? trainer.data_parallel()->state_bytes() / 1048576.0 : 0.0,
+        cfg.parallel.overlap ? "on" : "off"));
+  // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
+  // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
+  const bool bf16 = model.precision() == Precision::kBf16;
+  const double peak = rank != 0 ? 1.0 : bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+  const double flops_tok = model.flops_per_token(T);
+  log.message("start", fmt::format(
+      "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
+      "B={} T={} grad_accum={} dp={} -> {} tokens/step, {} threads, precision={}",
+      model.num_params(), cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.vocab_size,
+      cfg.model.padded_vocab(), cfg.model.block, cfg.model.attention,
+      cfg.model.attention == "sliding" ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
+      cfg.optim.name, B, T, cfg.train.grad_accum, dp, B * T * cfg.train.grad_accum * dp, threads, cfg.train.precision));
+  log.message("data", fmt::format("train: {} samples of {} tokens{}", train.num_samples(), T + 1,
+                                  val ? fmt::format("; val: {} samples, {} batches per evaluation", val->num_samples(), eval_batches) : ""));
+  log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
+                                  bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
+
+  auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
+  std::vector<int> eval_inputs, eval_targets;
+  float last = 0;
+  for (int step = 1; step <= cfg.train.steps; step++) {
+    StepStats s;
+    try {
+      s = trainer.train_step(next);
+    } catch (const CommError&) {
+      // Hang analysis: this rank's last collectives (op, group, seq, peer, times, outcome).
+      const std::string path = fmt::format("{}/comm_trace_rank{}.json", out_dir, rank);
+      try {
+        fs::create_directories(out_dir);
+        write_comm_trace(path);
+        std::fprintf(stderr, "megascale: rank %d: communication trace written to %s\n", rank, path.c_str());
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
+    StepRecord r;
+    r.step = s.step; r.total_steps = cfg.train.steps;
+    r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
+    r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
+    r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp);  // per-rank peak x ranks
+    if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
+    log.step(r);
+    last = s.loss;
+    bool eval_now = val && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
+    if (eval_now) {
+      last = eval_loss(model, *val, eval_batches, eval_inputs, eval_targets);
+      log.eval(step, last);
+    }
+  }
+  trainer.sync_params();
+  if (cfg.parallel.trace) {
+    fs::create_directories(out_dir);
+    const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
+    write_chrome_trace(path, rank);
+    log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
+  }
+  if (rank != 0) return last;
+  const std::string model_dir = out_dir + "/model";
+  export_hf(model, model_dir);
+  log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
+  if (cfg.train.sample_tokens > 0) {
+    Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));
+    std::string text = sample_text(model, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed));
+    log.message("sample", "sample:\n---\n" + text + "\n---");
+  }
+  return last;
+}
+
+}  // namespace ms

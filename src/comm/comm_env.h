@@ -1,0 +1,32 @@
+// comm_env: where this process sits in the job and how it finds the others, read from the
+// environment a launcher sets (megascale launch: torchrun-style variables; mpirun / srun: their own).
+// Guarantees: malformed values are an ms::Error naming the variable; nothing else reads these
+// variables.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace ms {
+
+// Where this process sits and how it finds the others; filled from the launcher's environment.
+struct CommEnv {
+  std::string backend = "self";  // "gloo", "mpi" or "self" (one process, no engine)
+  int rank = 0;                  // RANK (gloo) / OMPI_COMM_WORLD_RANK / PMIX_RANK / SLURM_PROCID (mpi)
+  int world_size = 1;            // WORLD_SIZE / OMPI_COMM_WORLD_SIZE / SLURM_NTASKS
+  int local_rank = 0;            // LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID
+  int local_world_size = 1;      // LOCAL_WORLD_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE
+  std::string store;             // gloo rendezvous: "file:/dir" or "redis://host:port" (MEGASCALE_STORE)
+  std::string store_password;    // redis AUTH password, empty for none (MEGASCALE_STORE_PASSWORD)
+  std::string run_id = "run";    // key prefix in the store, so runs sharing a store do not mix (MEGASCALE_RUN_ID)
+  std::string hostname = "127.0.0.1";  // address the gloo transport binds to (MEGASCALE_HOST)
+  std::chrono::milliseconds timeout{300000};  // deadline of every op and of rendezvous
+  size_t trace_capacity = 4096;               // ops kept in the ring buffer
+
+  // Reads the variables above. backend: MEGASCALE_BACKEND if set, else "mpi" under mpirun/srun
+  // (OMPI_COMM_WORLD_SIZE, PMIX_RANK), else "gloo" when WORLD_SIZE is set, else "self".
+  // Malformed values are an Error naming the variable.
+  static CommEnv from_environment();
+};
+
+}  // namespace ms

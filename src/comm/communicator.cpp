@@ -1,0 +1,192 @@
+// communicator.cpp: the backend-independent half of communicator.h: argument checks on the
+// caller's thread, sequence numbers, the trace records, and running each op on the communication
+// thread (comm_thread.h) with its deadline and its error message.
+#include "comm/communicator.h"
+
+#include <algorithm>  // std::sort, std::adjacent_find, std::find
+#include <cstdint>
+
+#include "base/clock.h"         // steady_ns, SteadyClock
+#include "comm/comm_thread.h"  // WorkState, post_to_comm_thread, complete_posted
+#include "obs/trace_sink.h"     // TraceSink
+
+namespace ms {
+
+const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "max"; }
+
+void Communicator::run_on_comm_thread(const std::function<void()>& fn) { detail::run_on_comm_thread(fn); }
+
+void Communicator::drain() { run_on_comm_thread([] {}); }
+
+void Communicator::throw_if_broken() const {
+  if (broken_) throw CommError(fmt::format("group '{}' is unusable after an earlier failure: {}", name_, broken_what_));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starting ops: validate on the caller's thread, number, record, queue.
+
+namespace {
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return an && bn && pa < pb + bn && pb < pa + an;
+}
+
+}  // namespace
+
+CommWork Communicator::start_all_reduce(void* buf, size_t count, DType t, ReduceOp op) {
+  MS_CHECK(buf || count == 0, "all_reduce on group '{}': null buffer", name_);
+  Op o;
+  o.kind = OpKind::kAllReduce, o.name = "all_reduce", o.out = buf, o.count = count, o.dtype = t, o.reduce = op;
+  return submit(o, count * dtype_size(t));
+}
+
+CommWork Communicator::start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op) {
+  const size_t es = dtype_size(t);
+  MS_CHECK((in && out) || shard == 0, "reduce_scatter on group '{}': null buffer", name_);
+  const void* own = static_cast<const char*>(in) + rank_ * shard * es;
+  MS_CHECK(out == own || !overlaps(in, size_ * shard * es, out, shard * es),
+           "reduce_scatter on group '{}': out overlaps in without being in + rank*shard", name_);
+  Op o;
+  o.kind = OpKind::kReduceScatter, o.name = "reduce_scatter", o.in = in, o.out = out, o.count = shard;
+  o.dtype = t, o.reduce = op;
+  return submit(o, size_ * shard * es);
+}
+
+CommWork Communicator::start_all_gather(const void* in, void* out, size_t shard, DType t) {
+  const size_t es = dtype_size(t);
+  MS_CHECK((in && out) || shard == 0, "all_gather on group '{}': null buffer", name_);
+  const void* own = static_cast<const char*>(out) + rank_ * shard * es;
+  MS_CHECK(in == own || !overlaps(in, shard * es, out, size_ * shard * es),
+           "all_gather on group '{}': in overlaps out without being out + rank*shard", name_);
+  Op o;
+  o.kind = OpKind::kAllGather, o.name = "all_gather", o.in = in, o.out = out, o.count = shard, o.dtype = t;
+  return submit(o, size_ * shard * es);
+}
+
+CommWork Communicator::start_broadcast(void* buf, size_t count, DType t, int root) {
+  MS_CHECK(buf || count == 0, "broadcast on group '{}': null buffer", name_);
+  MS_CHECK(root >= 0 && root < size_, "broadcast on group '{}': root {} is not a rank of the group (size {})", name_,
+           root, size_);
+  Op o;
+  o.kind = OpKind::kBroadcast, o.name = "broadcast", o.out = buf, o.count = count, o.dtype = t, o.peer = root;
+  return submit(o, count * dtype_size(t));
+}
+
+int Communicator::check_group_members(const std::vector<int>& members, const std::string& name,
+                                      std::vector<int>& world_ranks) const {
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  MS_CHECK(!members.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+               sorted.front() >= 0 && sorted.back() < size_,
+           "new_group '{}' of group '{}': members must be distinct ranks below {}", name, name_, size_);
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  MS_CHECK(me != members.end(), "new_group '{}' of group '{}': rank {} is not a member (only members call it)",
+           name, name_, rank_);
+  world_ranks.clear();
+  for (int m : members) world_ranks.push_back(world_ranks_[m]);
+  return static_cast<int>(me - members.begin());
+}
+
+void Communicator::check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const {
+  MS_CHECK(buf || bytes == 0, "{} on group '{}': null buffer", op, name_);
+  MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "{} on group '{}': peer {} is not another rank of the group "
+           "(rank {}, size {})", op, name_, peer, rank_, size_);
+}
+
+CommWork Communicator::start_send(const void* buf, size_t bytes, int peer, uint32_t tag) {
+  check_point_to_point("send", buf, bytes, peer);
+  Op o;
+  o.kind = OpKind::kSend, o.name = "send", o.in = buf, o.count = bytes, o.peer = peer, o.tag = tag;
+  return submit(o, bytes);
+}
+
+CommWork Communicator::start_recv(void* buf, size_t bytes, int peer, uint32_t tag) {
+  check_point_to_point("recv", buf, bytes, peer);
+  Op o;
+  o.kind = OpKind::kRecv, o.name = "recv", o.out = buf, o.count = bytes, o.peer = peer, o.tag = tag;
+  return submit(o, bytes);
+}
+
+CommWork Communicator::start_barrier() {
+  Op o;
+  o.kind = OpKind::kBarrier, o.name = "barrier";
+  return submit(o, 0);
+}
+
+CommWork Communicator::submit(Op op, size_t bytes) {
+  auto state = std::make_shared<detail::WorkState>();
+  state->posted_kind = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+  std::lock_guard lk(submit_mu_);
+  if (send_seq_.size() != static_cast<size_t>(size_)) send_seq_.assign(size_, 0), recv_seq_.assign(size_, 0);
+  if (op.kind == OpKind::kSend) op.seq = send_seq_[op.peer]++;
+  else if (op.kind == OpKind::kRecv) op.seq = recv_seq_[op.peer]++;
+  else op.seq = coll_seq_++;
+  TraceRecord rec;
+  rec.seq = op.seq, rec.name = op.name, rec.group = name_, rec.bytes = bytes, rec.peer = op.peer;
+  rec.enqueue_ns = steady_ns(), rec.status = "queued";
+  const uint64_t id = TraceSink::get().open(TraceTrack::kComm, std::move(rec));
+  detail::post_to_comm_thread([this, op, state, id]() mutable { run_op(op, state, id); });
+  return CommWork(state);
+}
+
+namespace {
+
+void finish(uint64_t record, const std::string& status, bool ok, detail::WorkState& state) {
+  TraceSink::get().update(TraceTrack::kComm, record, [&](TraceRecord& r) { r.end_ns = steady_ns(), r.status = status; });
+  state.finish(ok ? nullptr : std::make_exception_ptr(CommError(status)));
+}
+
+}  // namespace
+
+void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record) {
+  const bool p2p = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+  if (!p2p) detail::complete_posted();
+  TraceSink::get().update(TraceTrack::kComm, record, [](TraceRecord& r) { r.start_ns = steady_ns(), r.status = "running"; });
+  op.deadline = SteadyClock::now() + timeout_;
+  std::string status = "ok";
+  bool posted = false;
+  const bool ok = run_step(op, [&] {
+    if (p2p && post(op)) posted = true;
+    else execute(op);
+  }, status);
+  if (ok && posted) {
+    detail::defer_posted_completion([this, op, state, record]() mutable {
+      std::string st = "ok";
+      const bool fine = run_step(op, [&] { complete(op); }, st);
+      op.handle.reset();
+      finish(record, st, fine, *state);
+    });
+    return;
+  }
+  finish(record, status, ok, *state);
+}
+
+bool Communicator::run_step(Op& op, const std::function<void()>& body, std::string& status) {
+  if (broken_) {
+    status = fmt::format("{}:{}: {} on group '{}' (seq {}) not run: the group is unusable after an earlier "
+                         "failure: {}", __FILE__, __LINE__, op.name, name_, op.seq, broken_what_);
+    return false;
+  }
+  std::string what;
+  try {
+    op.waiting_on = -1;
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    what = e.what();
+    if (what.empty()) what = "unknown error";
+  } catch (...) {
+    what = "unknown non-standard exception";
+  }
+  std::string peer;
+  if (op.waiting_on >= 0 && op.waiting_on < size_)
+    peer = fmt::format(" waiting on peer {} (world rank {})", op.waiting_on, world_ranks_[op.waiting_on]);
+  status = fmt::format("{}:{}: {} on group '{}' ({}, seq {}, rank {} of {}) failed{}: {}", __FILE__, __LINE__, op.name,
+                       name_, backend_name(), op.seq, rank_, size_, peer, what);
+  broken_ = true;
+  broken_what_ = status;
+  return false;
+}
+
+}  // namespace ms

@@ -1,0 +1,171 @@
+// comm: the one interface every parallel component uses to talk to other ranks.
+// A Communicator is a group of ranks on a real engine (Gloo over TCP, or MPI); it offers all-reduce,
+// reduce-scatter, all-gather, broadcast, send/recv and barrier on fp32 and bf16 buffers, sum or max.
+// Guarantees:
+//  - Every op has a blocking form and an asynchronous form: start_<op>(...) returns a CommWork whose
+//    wait() finishes it. Asynchronous ops run on one communication thread per process, in the order
+//    they were started (the same order on every rank is the caller's duty, as with NCCL), so they
+//    progress while the caller's compute threads work.
+//  - Every op has a deadline (comm_env.h: CommEnv::timeout). A stalled or dead peer ends in a CommError naming the
+//    operation, the group, the sequence number and the peer (when the engine can tell), never a hang.
+//    After a CommError the group is unusable: later ops on it fail at once (rebuild the world).
+//  - Every op is recorded in the communication track of the trace sink (obs/trace_sink.h: op, group,
+//    sequence number, bytes, peer, enqueue/start/end times, outcome) for hang analysis and timelines.
+//  - Reductions sum in rank order 0..n-1 where the backend allows it, so every rank gets the same bits.
+// The world group comes from init_world (world.h); sub-groups from new_group(), called only by the
+// group's members; RankGrid (rank_grid.h) is the only caller outside tests. Backends (self_backend.h,
+// backends/gloo.h, backends/mpi.h) implement the protected interface below.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/check.h"  // ms::Error
+#include "base/dtype.h"  // DType
+
+namespace ms {
+
+// Element types of communication buffers: DType::kF32 and DType::kBF16 (bf16 buffers hold
+// uint16_t, base/bf16.h; bf16 sums accumulate in fp32 per pairwise add and round to nearest even).
+// Any other DType is an error at start_*.
+enum class ReduceOp : uint8_t { kSum, kMax };
+const char* reduce_op_name(ReduceOp op);
+
+// A communication failure: timeout, dead peer, unreachable store. what() names op, group, seq, peer.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail { struct WorkState; }
+
+// Handle of an asynchronous op. wait() blocks until it is done and rethrows its CommError.
+class CommWork {
+ public:
+  CommWork() = default;
+  explicit CommWork(std::shared_ptr<detail::WorkState> s) : state_(std::move(s)) {}
+  void wait();
+  bool done() const;
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }  // rank within this group
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }  // "world", "dp[tp=0,pp=1]", ...
+  // World rank of each member, indexed by group rank.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+  const char* backend() const { return backend_name(); }
+
+  // In place on count elements.
+  CommWork start_all_reduce(void* buf, size_t count, DType t, ReduceOp op);
+  // in: size()*shard elements; out: shard elements, the reduction of in[rank()*shard, +shard) over
+  // ranks. out may be in + rank()*shard (in place); otherwise it must not overlap in.
+  CommWork start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op);
+  // in: shard elements; out: size()*shard elements, rank r's shard at out + r*shard.
+  // in may be out + rank()*shard (in place).
+  CommWork start_all_gather(const void* in, void* out, size_t shard, DType t);
+  CommWork start_broadcast(void* buf, size_t count, DType t, int root);
+  // Point to point between group ranks; tags match a send to its recv. Both may be started before
+  // either is waited on (a send/recv is posted without blocking the queue and completes when waited
+  // on or before the next collective), so symmetric exchanges do not deadlock. Zero bytes: no-op.
+  CommWork start_send(const void* buf, size_t bytes, int peer, uint32_t tag);
+  CommWork start_recv(void* buf, size_t bytes, int peer, uint32_t tag);
+  CommWork start_barrier();
+
+  void all_reduce(void* buf, size_t count, DType t, ReduceOp op) { start_all_reduce(buf, count, t, op).wait(); }
+  void reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op) {
+    start_reduce_scatter(in, out, shard, t, op).wait();
+  }
+  void all_gather(const void* in, void* out, size_t shard, DType t) { start_all_gather(in, out, shard, t).wait(); }
+  void broadcast(void* buf, size_t count, DType t, int root) { start_broadcast(buf, count, t, root).wait(); }
+  void send(const void* buf, size_t bytes, int peer, uint32_t tag) { start_send(buf, bytes, peer, tag).wait(); }
+  void recv(void* buf, size_t bytes, int peer, uint32_t tag) { start_recv(buf, bytes, peer, tag).wait(); }
+  void barrier() { start_barrier().wait(); }
+
+  // A sub-group of this communicator: members are ranks of this group, in the new group's rank
+  // order. Called by every member and only by members; groups are created in the same order on
+  // every rank. No global barrier.
+  virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) = 0;
+
+ protected:
+  virtual const char* backend_name() const = 0;
+  // ---- Backend interface. communicator.cpp owns the queue, the sequence numbers and the trace; a backend
+  // only runs ops, one at a time, on the communication thread, in start order.
+  enum class OpKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kBarrier };
+  struct Op {
+    OpKind kind = OpKind::kBarrier;
+    const char* name = "";     // "all_reduce", ...
+    uint64_t seq = 0;          // collectives: per-group counter; send/recv: per (peer, direction) counter
+    const void* in = nullptr;  // reduce_scatter / all_gather / send source
+    void* out = nullptr;       // all_reduce / broadcast buffer; reduce_scatter / all_gather / recv target
+    size_t count = 0;          // elements (all_reduce, broadcast), shard elements (reduce_scatter,
+                               // all_gather), bytes (send, recv)
+    DType dtype = DType::kF32;
+    ReduceOp reduce = ReduceOp::kSum;
+    int peer = -1;             // send/recv peer, broadcast root (group ranks)
+    uint32_t tag = 0;
+    std::chrono::steady_clock::time_point deadline;  // start on the comm thread + timeout_
+    int waiting_on = -1;       // set by the backend while it waits on one peer (group rank)
+    std::shared_ptr<void> handle;  // backend state between post() and complete()
+  };
+  // Runs op to completion or throws (any exception; communicator.cpp turns it into a CommError naming the
+  // op, group, seq and op.waiting_on, and marks this communicator unusable).
+  virtual void execute(Op& op) = 0;
+  // Two-phase send/recv: post() starts op without blocking and returns true; complete() finishes
+  // it later. Posted ops complete in post order, before the next op that is not a posted send/recv
+  // runs, or when the caller waits on one; so a rank can start a send and a recv to the same peer
+  // (in either order) and wait afterwards. Default: not supported (execute() does it all).
+  virtual bool post(Op& op) { return false; }
+  virtual void complete(Op& op) {}
+  // A backend constructor's bookkeeping: name, rank in the group, members' world ranks, deadline.
+  void set_identity(std::string name, int rank, std::vector<int> world_ranks, std::chrono::milliseconds timeout) {
+    name_ = std::move(name);
+    rank_ = rank;
+    size_ = static_cast<int>(world_ranks.size());
+    world_ranks_ = std::move(world_ranks);
+    timeout_ = timeout;
+  }
+  // new_group's argument check, shared by the backends: members must be distinct ranks of this
+  // group and include the caller. Returns the caller's rank in the new group; fills world ranks.
+  int check_group_members(const std::vector<int>& members, const std::string& name,
+                          std::vector<int>& world_ranks) const;
+  // Runs fn on the communication thread (after every op queued before it) and waits; rethrows.
+  static void run_on_comm_thread(const std::function<void()>& fn);
+  // Waits until every op started on this communicator has finished. Backend destructors call it first.
+  void drain();
+  // Throws the CommError that made this communicator unusable, if any (call on the comm thread).
+  void throw_if_broken() const;
+  bool broken() const { return broken_; }
+
+  int rank_ = 0, size_ = 1;
+  std::string name_ = "world";
+  std::vector<int> world_ranks_{0};
+  std::chrono::milliseconds timeout_{300000};  // deadline of each op
+
+ private:
+  void check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const;
+  CommWork submit(Op op, size_t bytes);
+  void run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record);
+  // Runs one step of op (body) on the comm thread. On failure sets status to a message naming
+  // op, group, seq and peer, marks the communicator unusable and returns false.
+  bool run_step(Op& op, const std::function<void()>& body, std::string& status);
+  std::mutex submit_mu_;  // seq assignment and enqueue are one step, so queue order = seq order
+  uint64_t coll_seq_ = 0;
+  std::vector<uint64_t> send_seq_, recv_seq_;  // per peer
+  bool broken_ = false;    // comm thread only
+  std::string broken_what_;
+};
+
+}  // namespace ms

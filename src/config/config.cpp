@@ -1,0 +1,246 @@
+// config.cpp: loading, overriding, dumping and validating the config tree (see config.h).
+#include "config/config.h"
+
+#include <cmath>    // std::isfinite
+#include <sstream>  // std::ostringstream
+
+#include <nlohmann/json.hpp>  // nlohmann::json
+#include <toml++/toml.h>      // toml::parse_file, toml::table
+
+#include "base/check.h"  // MS_CHECK, MS_FAIL
+
+namespace ms {
+namespace {
+
+// Calls f(key, field&, doc) for every field, in declaration order.
+template <class C, class F>
+void visit(C& c, F&& f) {
+#define MS_V_MODEL(type, name, def, doc) f("model." #name, c.model.name, doc);
+#define MS_V_OPTIM(type, name, def, doc) f("optim." #name, c.optim.name, doc);
+#define MS_V_DATA(type, name, def, doc) f("data." #name, c.data.name, doc);
+#define MS_V_TRAIN(type, name, def, doc) f("train." #name, c.train.name, doc);
+#define MS_V_PARALLEL(type, name, def, doc) f("parallel." #name, c.parallel.name, doc);
+  MS_MODEL_FIELDS(MS_V_MODEL)
+  MS_OPTIM_FIELDS(MS_V_OPTIM)
+  MS_DATA_FIELDS(MS_V_DATA)
+  MS_TRAIN_FIELDS(MS_V_TRAIN)
+  MS_PARALLEL_FIELDS(MS_V_PARALLEL)
+#undef MS_V_PARALLEL
+#undef MS_V_MODEL
+#undef MS_V_OPTIM
+#undef MS_V_DATA
+#undef MS_V_TRAIN
+}
+
+template <class T> const char* type_name();
+template <> const char* type_name<int>() { return "int"; }
+template <> const char* type_name<float>() { return "float"; }
+template <> const char* type_name<bool>() { return "bool"; }
+template <> const char* type_name<std::string>() { return "string"; }
+
+std::string to_text(int v) { return std::to_string(v); }
+std::string to_text(float v) { return fmt::format("{}", v); }
+std::string to_text(bool v) { return v ? "true" : "false"; }
+std::string to_text(const std::string& v) { return v; }
+
+void parse_text(const std::string& s, int& out, const std::string& where, const std::string& key) {
+  size_t pos = 0;
+  long long v = 0;
+  try { v = std::stoll(s, &pos); } catch (...) { pos = 0; }
+  MS_CHECK(pos == s.size() && !s.empty() && v >= INT32_MIN && v <= INT32_MAX,
+           "{}: {}: expected an integer, got '{}'", where, key, s);
+  out = static_cast<int>(v);
+}
+void parse_text(const std::string& s, float& out, const std::string& where, const std::string& key) {
+  size_t pos = 0;
+  float v = 0;
+  try { v = std::stof(s, &pos); } catch (...) { pos = 0; }
+  // "nan"/"inf" parse as floats; validate() rejects non-finite values with the key named.
+  MS_CHECK(pos == s.size() && !s.empty(), "{}: {}: expected a number, got '{}'", where, key, s);
+  out = v;
+}
+void parse_text(const std::string& s, bool& out, const std::string& where, const std::string& key) {
+  if (s == "true" || s == "1" || s == "on") { out = true; return; }
+  if (s == "false" || s == "0" || s == "off") { out = false; return; }
+  MS_FAIL("{}: {}: expected true or false, got '{}'", where, key, s);
+}
+void parse_text(const std::string& s, std::string& out, const std::string&, const std::string&) { out = s; }
+
+// TOML node -> field, with a type check naming the key.
+void from_node(const toml::node& n, int& out, const std::string& where, const std::string& key) {
+  auto v = n.value<int64_t>();
+  MS_CHECK(n.is_integer() && v, "{}: {}: expected an integer", where, key);
+  MS_CHECK(*v >= INT32_MIN && *v <= INT32_MAX, "{}: {}: {} is out of range", where, key, *v);
+  out = static_cast<int>(*v);
+}
+void from_node(const toml::node& n, float& out, const std::string& where, const std::string& key) {
+  MS_CHECK(n.is_number(), "{}: {}: expected a number", where, key);
+  out = static_cast<float>(*n.value<double>());
+}
+void from_node(const toml::node& n, bool& out, const std::string& where, const std::string& key) {
+  MS_CHECK(n.is_boolean(), "{}: {}: expected true or false", where, key);
+  out = *n.value<bool>();
+}
+void from_node(const toml::node& n, std::string& out, const std::string& where, const std::string& key) {
+  MS_CHECK(n.is_string(), "{}: {}: expected a string", where, key);
+  out = *n.value<std::string>();
+}
+
+}  // namespace
+
+std::vector<FieldInfo> list_fields(const Config& c) {
+  std::vector<FieldInfo> out;
+  visit(c, [&](const char* key, const auto& v, const char* doc) {
+    using T = std::decay_t<decltype(v)>;
+    out.push_back({key, type_name<T>(), to_text(v), doc});
+  });
+  return out;
+}
+
+void set_field(Config& c, const std::string& key, const std::string& value, const std::string& where) {
+  bool found = false;
+  visit(c, [&](const char* k, auto& v, const char*) {
+    if (key == k) { parse_text(value, v, where, key); found = true; }
+  });
+  MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", where, key);
+}
+
+void load_toml(Config& c, const std::string& path) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    MS_FAIL("{}:{}:{}: TOML parse error: {}", path, src.begin.line, src.begin.column, e.description());
+  }
+  // Every key in the file must be a known field.
+  for (auto&& [section, node] : tbl) {
+    const toml::table* sec = node.as_table();
+    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train] or [parallel]",
+             path, section.str());
+    for (auto&& [name, value] : *sec) {
+      std::string key = std::string(section.str()) + "." + std::string(name.str());
+      bool found = false;
+      visit(c, [&](const char* k, auto& v, const char*) {
+        if (key == k) { from_node(value, v, path, key); found = true; }
+      });
+      MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", path, key);
+    }
+  }
+}
+
+std::string to_toml(const Config& c) {
+  toml::table root;
+  visit(c, [&](const char* key, const auto& v, const char*) {
+    std::string k = key;
+    auto dot = k.find('.');
+    std::string sec = k.substr(0, dot), name = k.substr(dot + 1);
+    if (!root.contains(sec)) root.insert(sec, toml::table{});
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, float>) root[sec].as_table()->insert(name, static_cast<double>(v));
+    else if constexpr (std::is_same_v<T, int>) root[sec].as_table()->insert(name, static_cast<int64_t>(v));
+    else root[sec].as_table()->insert(name, v);
+  });
+  std::ostringstream os;
+  os << "# megascale resolved config\n" << root << "\n";
+  return os.str();
+}
+
+std::string to_json(const Config& c) {
+  nlohmann::json j;
+  visit(c, [&](const char* key, const auto& v, const char*) {
+    std::string k = key;
+    auto dot = k.find('.');
+    j[k.substr(0, dot)][k.substr(dot + 1)] = v;
+  });
+  return j.dump(2);
+}
+
+void Config::validate() const {
+  const auto& m = model;
+  MS_CHECK(m.vocab_size > 0 && m.vocab_size <= 65536, "config: model.vocab_size={} must be in 1..65536 (tokens are stored as uint16)", m.vocab_size);
+  MS_CHECK(m.pad_vocab_to > 0, "config: model.pad_vocab_to={} must be > 0", m.pad_vocab_to);
+  MS_CHECK(m.n_layer > 0, "config: model.n_layer={} must be > 0", m.n_layer);
+  MS_CHECK(m.n_embd > 0, "config: model.n_embd={} must be > 0", m.n_embd);
+  MS_CHECK(m.n_head > 0 && m.n_embd % m.n_head == 0,
+           "config: model.n_head={} does not divide model.n_embd={}", m.n_head, m.n_embd);
+  MS_CHECK(m.max_seq_len > 0, "config: model.max_seq_len={} must be > 0", m.max_seq_len);
+  MS_CHECK(m.block == "sequential" || m.block == "parallel",
+           "config: model.block='{}' must be 'sequential' or 'parallel'", m.block);
+  MS_CHECK(m.attention == "full" || m.attention == "sliding",
+           "config: model.attention='{}' must be 'full' or 'sliding'", m.attention);
+  MS_CHECK(m.attention != "sliding" || m.window > 0, "config: model.window={} must be > 0 for sliding attention", m.window);
+  MS_CHECK(m.full_every >= 0, "config: model.full_every={} must be >= 0", m.full_every);
+  MS_CHECK(std::isfinite(m.init_std) && m.init_std > 0, "config: model.init_std={} must be finite and > 0", m.init_std);
+
+  const auto& o = optim;
+  MS_CHECK(o.name == "adamw" || o.name == "lamb", "config: optim.name='{}' must be 'adamw' or 'lamb'", o.name);
+  MS_CHECK(std::isfinite(o.lr) && o.lr > 0, "config: optim.lr={} must be finite and > 0", o.lr);
+  MS_CHECK(std::isfinite(o.min_lr) && o.min_lr >= 0 && o.min_lr <= o.lr,
+           "config: optim.min_lr={} must be finite and in [0, optim.lr={}]", o.min_lr, o.lr);
+  MS_CHECK(o.warmup_steps >= 0, "config: optim.warmup_steps={} must be >= 0", o.warmup_steps);
+  MS_CHECK(o.decay_steps >= 0, "config: optim.decay_steps={} must be >= 0", o.decay_steps);
+  MS_CHECK(std::isfinite(o.beta1) && o.beta1 >= 0 && o.beta1 < 1, "config: optim.beta1={} must be in [0,1)", o.beta1);
+  MS_CHECK(std::isfinite(o.beta2) && o.beta2 >= 0 && o.beta2 < 1, "config: optim.beta2={} must be in [0,1)", o.beta2);
+  MS_CHECK(std::isfinite(o.eps) && o.eps > 0, "config: optim.eps={} must be finite and > 0", o.eps);
+  MS_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "config: optim.weight_decay={} must be finite and >= 0", o.weight_decay);
+  MS_CHECK(std::isfinite(o.max_trust) && o.max_trust >= 0, "config: optim.max_trust={} must be finite and >= 0", o.max_trust);
+  MS_CHECK(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "config: optim.grad_clip={} must be finite and >= 0", o.grad_clip);
+
+  MS_CHECK(!data.train.empty(), "config: data.train is missing (path, directory or glob of training shards)");
+
+  const auto& t = train;
+  MS_CHECK(t.steps > 0, "config: train.steps={} must be > 0", t.steps);
+  MS_CHECK(t.batch_size > 0, "config: train.batch_size={} must be > 0", t.batch_size);
+  MS_CHECK(t.seq_len > 0 && t.seq_len <= m.max_seq_len,
+           "config: train.seq_len={} must be in 1..model.max_seq_len={}", t.seq_len, m.max_seq_len);
+  MS_CHECK(t.grad_accum > 0, "config: train.grad_accum={} must be > 0", t.grad_accum);
+  MS_CHECK(t.eval_every >= 0, "config: train.eval_every={} must be >= 0", t.eval_every);
+  MS_CHECK(t.eval_batches > 0, "config: train.eval_batches={} must be > 0", t.eval_batches);
+  MS_CHECK(t.sample_tokens >= 0, "config: train.sample_tokens={} must be >= 0", t.sample_tokens);
+  MS_CHECK(!t.out_dir.empty(), "config: train.out_dir must not be empty");
+  MS_CHECK(t.threads >= 0, "config: train.threads={} must be >= 0", t.threads);
+  MS_CHECK(t.precision == "fp32" || t.precision == "bf16",
+           "config: train.precision='{}' must be 'fp32' or 'bf16'", t.precision);
+  MS_CHECK(t.progress == "auto" || t.progress == "bar" || t.progress == "lines",
+           "config: train.progress='{}' must be 'auto', 'bar' or 'lines'", t.progress);
+  MS_CHECK(t.global_batch >= 0, "config: train.global_batch={} must be >= 0", t.global_batch);
+
+  const auto& p = parallel;
+  MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);
+  MS_CHECK(p.tp == 1, "config: parallel.tp={}: tensor parallelism is not implemented yet (use 1)", p.tp);
+  MS_CHECK(p.pp == 1, "config: parallel.pp={}: pipeline parallelism is not implemented yet (use 1)", p.pp);
+  MS_CHECK(p.backend == "auto" || p.backend == "gloo" || p.backend == "mpi",
+           "config: parallel.backend='{}' must be 'auto', 'gloo' or 'mpi'", p.backend);
+  MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
+  MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0, "config: parallel.timeout_s={} must be > 0", p.timeout_s);
+  if (p.dp > 0 && t.global_batch > 0)
+    MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
+             "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
+             t.global_batch, p.dp, t.batch_size);
+}
+
+void Config::resolve_layout(int world_size) {
+  auto& p = parallel;
+  MS_CHECK(world_size >= 1, "layout: world size {} must be >= 1", world_size);
+  const int tp_pp = p.tp * p.pp;
+  if (p.dp == 0) {
+    MS_CHECK(world_size % tp_pp == 0, "layout: world size {} is not divisible by parallel.tp={} x parallel.pp={}",
+             world_size, p.tp, p.pp);
+    p.dp = world_size / tp_pp;
+  }
+  MS_CHECK(p.tp * p.dp * p.pp == world_size,
+           "layout: parallel.tp={} x parallel.dp={} x parallel.pp={} = {} does not match the world size {}",
+           p.tp, p.dp, p.pp, p.tp * p.dp * p.pp, world_size);
+  auto& t = train;
+  if (t.global_batch > 0) {
+    MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
+             "layout: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
+             t.global_batch, p.dp, t.batch_size);
+    t.grad_accum = t.global_batch / (p.dp * t.batch_size);
+  } else {
+    t.global_batch = t.batch_size * t.grad_accum * p.dp;
+  }
+}
+
+}  // namespace ms

@@ -1,0 +1,390 @@
+// prepare: corpus files -> documents -> GPT-2 tokens -> llm.c train/val shards + meta.json.
+#include "data/prepare.h"
+
+#include <algorithm>   // std::sort, std::all_of
+#include <chrono>      // std::chrono::steady_clock
+#include <cmath>       // std::floor, std::log2, std::log
+#include <cstdio>      // std::rename
+#include <filesystem>  // std::filesystem
+#include <fstream>     // std::ifstream, std::ofstream
+#include <regex>       // std::regex (shard file names only)
+#include <sstream>     // std::stringstream
+
+#include <fmt/format.h>       // fmt::print
+#include <nlohmann/json.hpp>  // nlohmann::json
+
+#include "base/check.h"
+#include "data/token_shard.h"
+#include "data/tokenizer.h"
+
+namespace ms {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_whole(const std::string& path, size_t max_bytes = SIZE_MAX) {
+  std::ifstream f(path, std::ios::binary);
+  MS_CHECK(f.good(), "{}: cannot open", path);
+  std::string s;
+  if (max_bytes == SIZE_MAX) {
+    std::stringstream ss;
+    ss << f.rdbuf();
+    s = ss.str();
+  } else {
+    s.resize(max_bytes);
+    f.read(s.data(), static_cast<std::streamsize>(max_bytes));
+    s.resize(static_cast<size_t>(f.gcount()));
+  }
+  MS_CHECK(!f.bad(), "{}: read error", path);
+  return s;
+}
+
+bool is_tag_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("$'()*+,-.:`").find(c) != std::string_view::npos;
+}
+
+std::vector<std::string_view> split_ws(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+// word/tag -> (word, tag) at the LAST '/'; a token without '/' is all word.
+std::pair<std::string_view, std::string_view> split_tag(std::string_view tok) {
+  size_t s = tok.rfind('/');
+  if (s == std::string_view::npos || s == 0) return {tok, {}};
+  return {tok.substr(0, s), tok.substr(s + 1)};
+}
+
+bool no_space_before(std::string_view w) {
+  static const char* kAttach[] = {",", ".", ";", ":", "?", "!", ")", "]", "}", "%", "n't", "N'T"};
+  for (const char* a : kAttach)
+    if (w == a) return true;
+  if (w.size() >= 2 && std::all_of(w.begin(), w.end(), [](char c) { return c == '.' || c == '?' || c == '!'; }))
+    return true;  // "...", "?!"
+  // Clitics: 's 're 've 'll 'd 'm 't, any case (but not words like 'em or 'til).
+  if (w.size() >= 2 && w.size() <= 3 && w[0] == '\'') {
+    std::string low;
+    for (char c : w.substr(1)) low.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
+    for (const char* c : {"s", "re", "ve", "ll", "d", "m", "t"})
+      if (low == c) return true;
+  }
+  return false;
+}
+
+bool no_space_after(std::string_view w) { return w == "(" || w == "[" || w == "{" || w == "$"; }
+
+// Detokenizes one paragraph's tokens (tags already stripped, quotes marked).
+struct Para {
+  std::string text;
+  bool glue_next = true;   // no space before the next token (start of paragraph)
+  bool single_open = false;  // parity of lone ' quotes
+  void add(std::string_view tok) {
+    std::string_view w = tok;
+    bool before = true, after = false;  // space before this token? glue the next one?
+    if (w == "``") { w = "\""; after = true; }
+    else if (w == "''") { w = "\""; before = false; }
+    else if (w == "'") {
+      single_open = !single_open;
+      if (single_open) after = true;
+      else before = false;
+    } else if (w == "." && !text.empty() && text.back() == '.') {
+      return;  // "Jr./np ./." -> "Jr." (abbreviation ending a sentence)
+    } else {
+      before = !no_space_before(w);
+      after = no_space_after(w);
+    }
+    if (!text.empty() && before && !glue_next) text.push_back(' ');
+    if (w.size() > 2 && (w.find("''") != w.npos || w.find("``") != w.npos)) {
+      for (size_t i = 0; i < w.size(); ++i) {  // inch marks inside words (1/4''): quotes too
+        bool quote = i + 1 < w.size() && w[i] == w[i + 1] && (w[i] == '\'' || w[i] == '`');
+        text.push_back(quote ? '"' : w[i]);
+        i += quote;
+      }
+    } else {
+      text.append(w);
+    }
+    glue_next = after;
+  }
+};
+
+// ---- shard writing ------------------------------------------------------------------------
+
+struct SplitWriter {
+  std::string out_dir, prefix;
+  size_t shard_tokens;
+  std::vector<uint16_t> buf;
+  std::vector<std::string> shards;
+  size_t total = 0;
+  void flush(bool final) {
+    while (buf.size() >= shard_tokens || (final && !buf.empty())) {
+      size_t n = std::min(buf.size(), shard_tokens);
+      std::string path =
+          (fs::path(out_dir) / fmt::format("{}_{:06d}.bin", prefix, shards.size())).string();
+      std::vector<uint16_t> part(buf.begin(), buf.begin() + n);
+      write_token_shard(path, part);
+      buf.erase(buf.begin(), buf.begin() + n);
+      shards.push_back(path);
+    }
+  }
+  void add(const std::vector<int>& ids) {
+    for (int id : ids) buf.push_back(static_cast<uint16_t>(id));
+    total += ids.size();
+    if (buf.size() >= shard_tokens) flush(false);
+  }
+};
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    MS_CHECK(f.good(), "{}: cannot create", tmp);
+    f << text;
+    f.flush();
+    MS_CHECK(f.good(), "{}: write failed", tmp);
+  }
+  MS_SYSCHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename {} to it", path, tmp);
+}
+
+}  // namespace
+
+bool looks_like_brown(std::string_view text) {
+  size_t tokens = 0, tagged = 0, lines = 0;
+  size_t pos = 0;
+  while (pos < text.size() && lines < 100) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    auto toks = split_ws(line);
+    if (toks.empty()) continue;
+    ++lines;
+    for (std::string_view t : toks) {
+      ++tokens;
+      auto [w, tag] = split_tag(t);
+      if (!w.empty() && !tag.empty() && std::all_of(tag.begin(), tag.end(), is_tag_char)) ++tagged;
+    }
+  }
+  return tokens >= 10 && tagged * 10 >= tokens * 9;
+}
+
+std::string brown_detokenize(std::string_view file_text) {
+  std::vector<std::string> paras;
+  Para cur;
+  bool prev_headline = false;
+  size_t pos = 0;
+  auto close = [&] {
+    if (!cur.text.empty()) paras.push_back(std::move(cur.text));
+    cur = Para();
+  };
+  while (pos < file_text.size()) {
+    size_t eol = file_text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = file_text.size();
+    std::string_view line = file_text.substr(pos, eol - pos);
+    pos = eol + 1;
+    auto toks = split_ws(line);
+    if (toks.empty()) continue;
+    bool headline = std::all_of(toks.begin(), toks.end(), [](std::string_view t) {
+      std::string_view tag = split_tag(t).second;
+      return tag.size() >= 3 && tag.substr(tag.size() - 3) == "-hl";
+    });
+    if (line[0] == '\t' || headline || prev_headline) close();
+    cur.single_open = false;  // lone ' quotes pair up within a sentence (line)
+    for (std::string_view t : toks) cur.add(split_tag(t).first);
+    prev_headline = headline;
+  }
+  close();
+  std::string out;
+  for (size_t i = 0; i < paras.size(); ++i) {
+    if (i) out += "\n\n";
+    out += paras[i];
+  }
+  if (!out.empty()) out += "\n";
+  return out;
+}
+
+PrepareResult run_prepare(const PrepareOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto secs = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  MS_CHECK(!opt.inputs.empty(), "prepare: no inputs given");
+  MS_CHECK(!opt.out_dir.empty(), "prepare: no output directory given");
+  MS_CHECK(opt.format == "auto" || opt.format == "text" || opt.format == "brown",
+           "prepare: format '{}' is not one of auto, text, brown", opt.format);
+  MS_CHECK(opt.val_fraction >= 0 && opt.val_fraction < 1,
+           "prepare: val_fraction {} must be in [0, 1)", opt.val_fraction);
+  MS_CHECK(opt.shard_tokens >= 1 && opt.shard_tokens < (1ull << 31),
+           "prepare: shard_tokens {} must be in [1, 2^31)", opt.shard_tokens);
+
+  // 1. Files, in input order; directories walked recursively and sorted; hidden files skipped.
+  std::vector<std::string> files;
+  for (const std::string& in : opt.inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        if (!name.empty() && name[0] == '.') {
+          if (it->is_directory()) it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file()) found.push_back(it->path().string());
+      }
+      MS_CHECK(!ec, "prepare: cannot walk directory {}: {}", in, ec.message());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      MS_CHECK(fs::is_regular_file(in, ec), "prepare: input {} is neither a file nor a directory", in);
+      files.push_back(in);
+    }
+  }
+  MS_CHECK(!files.empty(), "prepare: the inputs hold no files");
+
+  // 2. Resolve the format and the document list.
+  std::vector<char> brownish(files.size());
+  size_t n_brown = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    brownish[i] = looks_like_brown(read_whole(files[i], 64 * 1024));
+    n_brown += brownish[i];
+  }
+  std::string format = opt.format;
+  if (format == "auto") format = n_brown * 2 > files.size() ? "brown" : "text";
+  std::vector<std::string> docs;
+  std::vector<std::string> skipped;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (format == "brown" && !brownish[i]) skipped.push_back(files[i]);
+    else docs.push_back(files[i]);
+  }
+  if (opt.verbose) {
+    fmt::print("prepare: {} files, format {}: {} documents", files.size(), format, docs.size());
+    if (!skipped.empty()) {
+      fmt::print(", skipped {} not in word/tag form (", skipped.size());
+      for (size_t i = 0; i < skipped.size() && i < 6; ++i)
+        fmt::print("{}{}", i ? ", " : "", fs::path(skipped[i]).filename().string());
+      fmt::print("{})", skipped.size() > 6 ? ", ..." : "");
+    }
+    fmt::print("\n");
+    std::fflush(stdout);
+  }
+  MS_CHECK(!docs.empty(), "prepare: no documents (format {}; {} files skipped)", format, skipped.size());
+  MS_CHECK(opt.val_fraction == 0 || docs.size() >= 2,
+           "prepare: a validation split needs at least 2 documents (got {}); use val_fraction = 0",
+           docs.size());
+
+  // 3. Held-out rule: evenly spread, at least one when val_fraction > 0.
+  const size_t N = docs.size();
+  const double f = opt.val_fraction;
+  std::vector<char> is_val(N, 0);
+  size_t n_val = 0;
+  for (size_t i = 0; i < N; ++i) {
+    is_val[i] = std::floor(static_cast<double>(i + 1) * f) > std::floor(static_cast<double>(i) * f);
+    n_val += is_val[i];
+  }
+  if (f > 0 && n_val == 0) is_val[N - 1] = 1;
+
+  // 4. Output directory: remove stale shards of an earlier run (they would match train_*.bin).
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  MS_CHECK(!ec && fs::is_directory(opt.out_dir), "prepare: cannot create output directory {}: {}",
+           opt.out_dir, ec.message());
+  const std::regex shard_name(R"((train|val)_\d{6}\.bin)");
+  for (const auto& e : fs::directory_iterator(opt.out_dir)) {
+    if (e.is_regular_file() && std::regex_match(e.path().filename().string(), shard_name))
+      fs::remove(e.path());
+  }
+
+  Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(opt.tokenizer_dir);
+  MS_CHECK(tok.vocab_size() <= 65536, "prepare: vocab size {} does not fit uint16 shards",
+           tok.vocab_size());
+  SplitWriter train{opt.out_dir, "train", opt.shard_tokens, {}, {}, 0};
+  SplitWriter val{opt.out_dir, "val", opt.shard_tokens, {}, {}, 0};
+  std::vector<uint64_t> counts(static_cast<size_t>(tok.vocab_size()), 0);
+  PrepareResult res;
+  res.format = format;
+
+  // 5. Encode every document as [EOT] + tokens and append it to its split.
+  std::vector<int> ids;
+  for (size_t i = 0; i < N; ++i) {
+    std::string raw = read_whole(docs[i]);
+    std::string text = format == "brown" ? brown_detokenize(raw) : std::move(raw);
+    size_t bad = find_invalid_utf8(text);
+    MS_CHECK(bad == std::string::npos, "prepare: {}: not valid UTF-8 at byte {}", docs[i], bad);
+    ids.clear();
+    ids.push_back(tok.eot());
+    tok.encode_append(text, ids);
+    if (is_val[i]) {
+      val.add(ids);
+      res.val_documents.push_back(docs[i]);
+    } else {
+      for (int id : ids) ++counts[id];
+      train.add(ids);
+      res.train_documents.push_back(docs[i]);
+    }
+    if (opt.verbose && ((i + 1) * 10 / N != i * 10 / N || i + 1 == N)) {  // every 10%
+      fmt::print("prepare: {:>6}/{} documents, {} train + {} val tokens, {:.1f} s\n", i + 1, N,
+                 train.total, val.total, secs());
+      std::fflush(stdout);
+    }
+  }
+  train.flush(true);
+  val.flush(true);
+
+  res.train_tokens = train.total;
+  res.val_tokens = val.total;
+  res.train_shards = train.shards;
+  res.val_shards = val.shards;
+  double H = 0;
+  for (uint64_t c : counts) {
+    if (c == 0) continue;
+    double p = static_cast<double>(c) / static_cast<double>(train.total);
+    H -= p * std::log2(p);
+  }
+  res.unigram_entropy_bits = H;
+  res.unigram_entropy_nats = H * std::log(2.0);
+
+  auto names = [](const std::vector<std::string>& paths) {  // meta.json lists shards by file name
+    std::vector<std::string> out;
+    for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
+    return out;
+  };
+  nlohmann::json meta;
+  meta["format"] = format;
+  meta["tokenizer"] = "gpt2";
+  meta["tokenizer_dir"] = opt.tokenizer_dir;
+  meta["vocab_size"] = tok.vocab_size();
+  meta["eot"] = tok.eot();
+  meta["inputs"] = opt.inputs;
+  meta["val_fraction"] = opt.val_fraction;
+  meta["shard_tokens"] = opt.shard_tokens;
+  meta["train"] = {{"documents", res.train_documents.size()}, {"tokens", res.train_tokens},
+                   {"shards", names(res.train_shards)}};
+  meta["val"] = {{"documents", res.val_documents.size()}, {"tokens", res.val_tokens},
+                 {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
+  meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
+  meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
+  write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta.dump(2) + "\n");
+
+  if (opt.verbose) {
+    fmt::print("prepare: train {} documents, {} tokens in {} shards; val {} documents, {} tokens in "
+               "{} shards\n",
+               res.train_documents.size(), res.train_tokens, res.train_shards.size(),
+               res.val_documents.size(), res.val_tokens, res.val_shards.size());
+    fmt::print("prepare: unigram entropy of train tokens {:.4f} bits/token = {:.4f} nats/token\n",
+               res.unigram_entropy_bits, res.unigram_entropy_nats);
+    fmt::print("prepare: wrote {} in {:.1f} s\n", opt.out_dir, secs());
+    std::fflush(stdout);
+  }
+  return res;
+}
+
+}  // namespace ms

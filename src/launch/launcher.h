@@ -1,0 +1,48 @@
+// launcher: `megascale launch`, a torchrun-style launcher of N local ranks (the first driver).
+// run_launcher starts N child processes of one command on this machine, each in a process group of
+// its own, with the environment a rank needs to find the others (CommEnv::from_environment reads it):
+//   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MEGASCALE_BACKEND, MEGASCALE_STORE,
+//   MEGASCALE_RUN_ID (unique per launch), MEGASCALE_HOST=127.0.0.1, and
+//   OMP_NUM_THREADS = max(1, cores / N) unless the caller's environment sets it.
+// Guarantees:
+//  - The rendezvous store lives exactly as long as the launch: a fresh folder for "file" (removed at
+//    the end), or a redis-server it starts on a free loopback port for "redis" (stopped by the PID in
+//    its pidfile at the end); "redis://host:port" is used as given and left alone.
+//  - Every line a child writes is forwarded whole, prefixed "[rank k] ", stdout to stdout and stderr
+//    to stderr; with quiet_others only rank 0's stdout is kept (every rank's stderr still is).
+//  - When a child exits non-zero or dies by a signal, the launcher says which rank failed and how
+//    ("rank 2 exited with code 1", "rank 1 killed by signal 9"), terminates the others (SIGTERM to
+//    their process groups, SIGKILL after the grace period) and returns non-zero. SIGINT/SIGTERM/SIGHUP
+//    sent to the launcher are forwarded to the children the same way. No child outlives the call.
+#pragma once
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ms {
+
+struct LaunchOptions {
+  int nproc = 1;                      // ranks to start, 1..1024
+  std::vector<std::string> command;   // argv of every child; command[0] is the program (a path, or a name looked up in PATH)
+  std::string store = "file";         // "file", "redis" or "redis://host:port"
+  std::string run_dir;                // parent folder of the file store; empty: the temporary folder
+  std::string backend = "gloo";       // MEGASCALE_BACKEND of the children
+  bool quiet_others = false;          // forward only rank 0's stdout
+  std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
+};
+
+// What happened to the ranks of one launch.
+struct LaunchResult {
+  int exit_code = 0;          // 0 when every rank exited 0; else the first failure's code (128+signal)
+  int failed_rank = -1;       // first rank that failed, -1 if none did (or the launcher was signalled)
+  std::string failure;        // "rank 2 exited with code 1", "launcher got signal 2", or empty
+};
+
+// Runs the launch to its end; throws ms::Error when it cannot start (bad options, a failed syscall,
+// redis-server that does not come up). Messages about failures go to stderr.
+LaunchResult run_launcher(const LaunchOptions& opt);
+
+// Usable CPU cores of this process (its affinity mask), at least 1.
+int usable_cores();
+
+}  // namespace ms

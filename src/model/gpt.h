@@ -1,0 +1,184 @@
+// gpt: the GPT-2-style decoder, forward and backward written by hand per layer (llm.c style),
+// with every parameter, gradient and activation in explicit flat buffers. It knows nothing of
+// parallelism: distributed wrappers drive it from outside.
+//
+// Dimension letters used throughout (declared once, here):
+//   B  batch size (sequences)        T  sequence length         N = B*T rows
+//   C  channels (n_embd)             NH heads                   HS = C/NH head size
+//   L  layers                        V  vocabulary size         Vp = V padded to a multiple of 64
+//
+// Block variants: sequential (GPT-2: h = x + Attn(LN1(x)); y = h + MLP(LN2(h))) and parallel
+// (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one LayerNorm shared by both branches).
+// Attention: full causal or sliding window (model.window, with full attention every
+// model.full_every-th layer). Weights are tied: the LM head is the token embedding.
+// Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
+// are deterministic for a given thread count; no allocation after construction.
+//
+// Precision::kBf16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
+// fc, fc projection, LM head; forward, input gradient and weight gradient) take bf16 operands
+// with fp32 accumulation (gemm_bf16.h, AMX when present). Master weights, gradients (fp32
+// buffers, accumulated in fp32), LayerNorm, attention, GeLU, softmax and the loss stay fp32. The
+// bf16 weight copy is refreshed at most once per optimizer step, by this rule: any NON-CONST call
+// of params() (the optimizer update, an import) or init_weights() marks the copy stale, and the
+// next forward() converts all weights once; backward() uses the copy its forward used. Code that
+// keeps the float* from params() and writes through it later must call refresh_bf16_weights().
+// The bf16 copies of the GEMM inputs made in forward (ln1, atty, ln2, fch_gelu, lnf) are kept for
+// backward, which never converts them again. kFp32 runs exactly the fp32 code (bit for bit).
+#pragma once
+#include <cstdint>  // uint64_t
+#include <functional>  // std::function
+#include <string>
+#include <vector>
+
+#include "base/aligned.h"        // AlignedBuffer
+#include "base/bf16.h"           // bf16_t
+#include "config/config.h"         // ModelConfig
+
+namespace ms {
+
+// Precision of the linear layers' GEMMs (see the header comment).
+enum class Precision { kFp32, kBf16 };
+// "fp32" / "bf16" (train.precision) -> Precision; anything else is an error.
+Precision parse_precision(const std::string& s);
+
+// What a parameter tensor is (optim/decay_policy.h decides weight decay from it; the Hugging Face
+// export names it).
+enum class ParamKind { kEmbedding, kNorm, kBias, kWeight };
+
+// One named parameter tensor inside the flat buffer. Names are Hugging Face GPT-2 names.
+struct ParamSpec {
+  std::string name;         // e.g. "transformer.h.0.attn.c_attn.weight"
+  size_t offset = 0;        // into the flat parameter buffer
+  std::vector<int> shape;   // our layout: nn.Linear (out, in) for weights
+  ParamKind kind = ParamKind::kWeight;
+  float init_std = 0;       // 0: constant init (ones for LN weight, zeros otherwise)
+  size_t numel() const;
+};
+
+// Pointers of one block's parameters (or gradients) into a flat buffer.
+struct BlockParams {
+  float *ln1_w, *ln1_b;              // (C)
+  float *qkv_w, *qkv_b;              // (3C, C), (3C)
+  float *attn_proj_w, *attn_proj_b;  // (C, C), (C)
+  float *ln2_w, *ln2_b;              // (C); nullptr in the parallel block
+  float *fc_w, *fc_b;                // (4C, C), (4C)
+  float *fc_proj_w, *fc_proj_b;      // (C, 4C), (C)
+};
+
+// Pointers of one block's saved activations.
+struct BlockActs {
+  float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
+  float *qkv;                        // (N,3C)
+  float *atty, *att_lse;             // (N,C), (B,NH,T)
+  float *res_att;                    // (N,C) x + attention branch; sequential block only
+  float *ln2, *ln2_mean, *ln2_rstd;  // sequential block only
+  float *fch, *fch_gelu;             // (N,4C) pre-activation (bias added) and GeLU output
+  float *out;                        // (N,C) block output = next block's input
+};
+
+class GPT {
+ public:
+  // Allocates parameters, gradients and activations for micro-batches up to maxB x maxT.
+  // Precision::kBf16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
+  GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision = Precision::kFp32);
+
+  // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
+  // (seed, tensor index), so the values do not depend on how the model is later split.
+  void init_weights(uint64_t seed);
+
+  // Runs the model on inputs (B,T). With targets (B,T) (ids < V, or -1 = ignored) it returns the
+  // mean loss; otherwise returns 0 and only logits are computed. If dloss != 0 the fused
+  // softmax+cross-entropy also writes dLoss/dlogits (scaled by dloss per row) in place of the
+  // logits, ready for backward(); pass dloss = 1/(number of counted rows in the whole step).
+  float forward(const int* inputs, const int* targets, int B, int T, float dloss = 0.0f);
+
+  // Backpropagates the last forward (which must have had dloss != 0); ACCUMULATES into grads().
+  void backward();
+
+  // Hooks for wrappers that overlap communication with compute (data parallelism); the model
+  // itself knows nothing of them. Offsets are into params()/grads().
+  // grad_ready(lo, hi): during backward(), the gradients of [lo, hi) are final for this backward.
+  //   Ranges arrive in decreasing offset order (ln_f, block L-1, ..., block 0, embeddings) and
+  //   cover every parameter exactly once per backward.
+  // param_wait(lo, hi): during forward(), called before parameters [lo, hi) are first read, in
+  //   increasing offset order (embeddings, block 0, ..., ln_f), covering every parameter once; in
+  //   bf16 mode a stale weight copy is then refreshed range by range as they arrive.
+  using RangeHook = std::function<void(size_t lo, size_t hi)>;
+  void set_grad_ready_hook(RangeHook fn) { grad_ready_ = std::move(fn); }
+  void set_param_wait_hook(RangeHook fn) { param_wait_ = std::move(fn); }
+
+  void zero_grad() { grads_.zero(); }
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  // Non-const access marks the bf16 weight copy stale (see the header comment).
+  float* params() { bf16_weights_stale_ = true; return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const float* grads() const { return grads_.data(); }
+  size_t num_params() const { return params_.size(); }
+  const ParamSpec& spec(const std::string& name) const;
+
+  Precision precision() const { return precision_; }
+  // bf16 mode: converts the fp32 master weights into the bf16 copy now (forward() does it by
+  // itself when the copy is stale). No-op in fp32 mode.
+  void refresh_bf16_weights();
+  // bf16 mode: the weight copy itself (same offsets as params()), for an optimizer that writes it
+  // in its own pass; call mark_bf16_weights_fresh() afterwards. nullptr in fp32 mode.
+  bf16_t* bf16_weight_copy() { return precision_ == Precision::kBf16 ? params_bf16_.data() : nullptr; }
+  void mark_bf16_weights_fresh() { bf16_weights_stale_ = false; }
+
+  // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
+  const float* logits() const { return logits_; }
+  // Per-row losses (B,T) of the last forward.
+  const float* losses() const { return losses_; }
+
+  // Model FLOPs of one training token (forward + backward = 3x forward), counting the matmuls
+  // with the real vocabulary V and the attention over the keys each query actually attends
+  // (so a sliding window lowers it).
+  double flops_per_token(int T) const;
+
+ private:
+  BlockParams block_params(float* base, int l) const;
+  void assign_activations();
+  // One linear layer in the configured precision (fp32: matmul.h; bf16: gemm_bf16.h). In bf16
+  // mode inp_bf16 is the bf16 copy of inp, written here first when convert_inp is true.
+  void linear_forward(float* out, const float* inp, bf16_t* inp_bf16, bool convert_inp,
+                      const float* weight, const float* bias, int N, int C, int OC, bool accumulate);
+  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const bf16_t* inp_bf16, const float* weight, int N, int C,
+                       int OC, bool accumulate_dinp);
+
+  ModelConfig cfg_;
+  int maxB_, maxT_;
+  int L_, C_, NH_, V_, Vp_;
+  std::vector<ParamSpec> specs_;
+  std::vector<size_t> block_offset_;  // offset of each block's first tensor
+  size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  AlignedBuffer<float> params_, grads_;
+
+  // Activations and backward scratch, carved out of one buffer.
+  AlignedBuffer<float> acts_;
+  AlignedBuffer<int> inputs_, targets_;
+  float* encoded_ = nullptr;  // (N,C) block 0 input
+  std::vector<BlockActs> blocks_;
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float* logits_ = nullptr;  // (N,Vp); holds dlogits after a forward with dloss != 0
+  float* losses_ = nullptr;  // (N)
+  float *dres_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
+  // bf16 mode only (empty otherwise): the weight copy (same offsets as params_), bf16 copies of
+  // the GEMM inputs saved for backward, and scratch for a converted output gradient.
+  Precision precision_ = Precision::kFp32;
+  bool bf16_weights_stale_ = true;
+  RangeHook grad_ready_, param_wait_;
+  // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
+  size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
+  AlignedBuffer<bf16_t> params_bf16_, acts_bf16_;
+  struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
+  std::vector<BlockActsBf16> blocks_bf16_;
+  bf16_t *lnf_bf16_ = nullptr, *dout_bf16_ = nullptr;
+  int B_ = 0, T_ = 0;        // shape of the last forward
+  bool have_dlogits_ = false;
+};
+
+}  // namespace ms

@@ -1,0 +1,17 @@
+// hf_export: the trained model as a Hugging Face GPT-2 folder: model.safetensors with HF tensor
+// names and layouts (Conv1D weights (in, out), token embedding cut to the real vocabulary, LM head
+// tied and therefore absent) plus config.json (GPT2Config fields, and megascale_* fields for the
+// block and attention variants). Refuses to write parameters that are not all finite. The folder
+// is written under a temporary name and renamed, so it is either complete or absent.
+#pragma once
+#include <string>
+
+#include "model/gpt.h"
+
+namespace ms {
+
+void export_hf(const GPT& model, const std::string& dir);
+// Loads such a folder back into `model` (names, shapes and finiteness checked).
+void import_hf(GPT& model, const std::string& dir);
+
+}  // namespace ms

@@ -1,0 +1,219 @@
+// zero_dp.cpp: see zero_dp.h.
+#include "parallel/dp/zero_dp.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "optim/adamw.h"      // adamw_update
+#include "base/check.h"
+#include "optim/decay_policy.h"  // optimizer_tensors
+#include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
+#include "optim/lamb.h"       // lamb_compute_update, lamb_apply_update
+#include "base/clock.h"      // steady_ns
+#include "obs/trace_sink.h"  // TraceScope
+
+namespace ms {
+
+namespace {
+size_t bucket_elems(const Config& cfg) {
+  return std::max<size_t>(1, static_cast<size_t>(cfg.parallel.bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
+}
+}  // namespace
+
+ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& cfg)
+    : model_(model), comm_(dp), ocfg_(cfg.optim), overlap_(cfg.parallel.overlap),
+      layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(cfg),
+              optimizer_tensors(model.param_specs(), cfg.optim)) {
+  const size_t local = layout_.local_size(), nb = layout_.buckets().size();
+  for (const DpPiece& p : layout_.pieces()) views_.push_back(p.view);
+  shard_params_.resize(local);
+  shard_grads_.resize(local);
+  m_.resize(local);
+  v_.resize(local);
+  if (ocfg_.name == "lamb") update_.resize(local);
+  size_t stage = 0;
+  for (size_t b = 0; b < nb; b++)
+    if (staged(b)) stage = std::max(stage, layout_.buckets()[b].padded(comm_.size()));
+  staging_.resize(std::max<size_t>(stage, 1));
+  rs_.resize(nb);
+  ag_.resize(nb);
+  ag_pending_.assign(nb, 0);
+  const size_t nt = layout_.num_tensors(), np = views_.size();
+  piece_w_.resize(np); piece_r_.resize(np);
+  sums_in_.resize(2 * nt); sums_out_.resize(2 * nt);
+  xchg_.resize(static_cast<size_t>(comm_.size()) * 2 * std::max<size_t>(2 * nt, 1));
+  // The shard of the initial weights (identical on every rank: same seed).
+  const float* P = static_cast<const GPT&>(model_).params();
+  for (size_t b = 0; b < nb; b++) {
+    const size_t lo = layout_.owned_lo(b), hi = layout_.owned_hi(b);
+    std::copy(P + lo, P + hi, shard_params_.data() + layout_.buckets()[b].local);
+  }
+  model_.set_grad_ready_hook([this](size_t lo, size_t hi) { on_grad_ready(lo, hi); });
+  model_.set_param_wait_hook([this](size_t lo, size_t hi) { on_param_wait(lo, hi); });
+}
+
+ZeroDataParallel::~ZeroDataParallel() {
+  model_.set_grad_ready_hook(nullptr);
+  model_.set_param_wait_hook(nullptr);
+  // The comm thread must not write into freed buffers: drain what is in flight.
+  for (auto* works : {&rs_, &ag_})
+    for (CommWork& w : *works) {
+      if (!w.valid()) continue;
+      try {
+        w.wait();
+      } catch (const std::exception&) {
+        // Already failing: the error that matters was reported by whoever waited first.
+      }
+    }
+}
+
+bool ZeroDataParallel::staged(size_t b) const {
+  const DpBucket& k = layout_.buckets()[b];
+  return k.padded(comm_.size()) != k.end - k.start;
+}
+
+void ZeroDataParallel::on_grad_ready(size_t lo, size_t /*hi*/) {
+  if (!armed_ || !overlap_) return;
+  const auto& bk = layout_.buckets();
+  while (next_rs_ < bk.size() && bk[next_rs_].start >= lo) start_grad_reduce_scatter(next_rs_++);
+}
+
+void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
+  const DpBucket& k = layout_.buckets()[b];
+  const float* G = static_cast<const GPT&>(model_).grads();
+  const float* in = G + k.start;
+  if (staged(b)) {
+    const size_t n = k.end - k.start, padded = k.padded(comm_.size());
+    std::memcpy(staging_.data(), in, n * sizeof(float));
+    std::fill(staging_.data() + n, staging_.data() + padded, 0.0f);
+    in = staging_.data();
+  }
+  rs_[b] = comm_.start_reduce_scatter(in, shard_grads_.data() + k.local, k.shard, DType::kF32, ReduceOp::kSum);
+}
+
+void ZeroDataParallel::finish_grad_reduce_scatter() {
+  const size_t nb = layout_.buckets().size();
+  while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
+  const int64_t t0 = steady_ns();
+  {
+    TraceScope span("wait reduce_scatter");
+    for (size_t b = 0; b < nb; b++) {
+      rs_[b].wait();
+      rs_[b] = CommWork();
+    }
+  }
+  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  next_rs_ = 0;
+  armed_ = false;
+}
+
+void ZeroDataParallel::exchange(const double* mine, double* total, size_t n) {
+  const size_t words = 2 * n;  // a double travels as two floats, bit-exact
+  float* mine_slot = xchg_.data() + static_cast<size_t>(comm_.rank()) * words;
+  std::memcpy(mine_slot, mine, n * sizeof(double));
+  const int64_t t0 = steady_ns();
+  {
+    TraceScope span("wait exchange");
+    comm_.all_gather(mine_slot, xchg_.data(), words, DType::kF32);
+  }
+  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  for (size_t i = 0; i < n; i++) total[i] = 0;
+  for (int r = 0; r < comm_.size(); r++) {
+    const float* slot = xchg_.data() + static_cast<size_t>(r) * words;
+    for (size_t i = 0; i < n; i++) {
+      double v;
+      std::memcpy(&v, slot + 2 * i, sizeof(double));
+      total[i] += v;
+    }
+  }
+}
+
+double ZeroDataParallel::sum_across_ranks(double v) {
+  double t;
+  exchange(&v, &t, 1);
+  return t;
+}
+
+double ZeroDataParallel::grad_sq_sum() {
+  double mine = 0;
+  for (const ParamTensor& p : views_) mine += ms::grad_sq_sum(shard_grads_.data() + p.offset, p.numel);
+  return sum_across_ranks(mine);
+}
+
+void ZeroDataParallel::optimizer_step(float lr, float grad_scale) {
+  TraceScope span("optimizer");
+  t_++;
+  const AdamHyper h{ocfg_.beta1, ocfg_.beta2, ocfg_.eps, ocfg_.weight_decay};
+  const float gs = grad_scale;  // clip_scale: in (0, 1]
+  if (ocfg_.name != "lamb") {  // the clipping scale is fused into the update
+    adamw_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), views_, lr, t_, h, gs);
+    return;
+  }
+  if (gs != 1.0f)
+    for (const ParamTensor& p : views_) scale_inplace(shard_grads_.data() + p.offset, p.numel, gs);
+  const LambHyper lh{h, ocfg_.max_trust, true};
+  std::fill(piece_w_.begin(), piece_w_.end(), 0.0);
+  std::fill(piece_r_.begin(), piece_r_.end(), 0.0);
+  lamb_compute_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), update_.data(), views_, t_,
+                      lh, piece_w_.data(), piece_r_.data());
+  // Whole-tensor norms: this rank's pieces per tensor, then all ranks, in rank order.
+  const size_t nt = layout_.num_tensors();
+  std::fill(sums_in_.begin(), sums_in_.end(), 0.0);
+  const auto& pieces = layout_.pieces();
+  for (size_t i = 0; i < pieces.size(); i++) {
+    sums_in_[pieces[i].tensor] += piece_w_[i];
+    sums_in_[nt + pieces[i].tensor] += piece_r_[i];
+  }
+  exchange(sums_in_.data(), sums_out_.data(), 2 * nt);
+  for (size_t i = 0; i < pieces.size(); i++) {
+    piece_w_[i] = sums_out_[pieces[i].tensor];
+    piece_r_[i] = sums_out_[nt + pieces[i].tensor];
+  }
+  lamb_apply_update(shard_params_.data(), update_.data(), views_, lr, lh, piece_w_.data(), piece_r_.data());
+}
+
+void ZeroDataParallel::start_param_all_gather() {
+  float* P = model_.params();  // non-const: marks the bf16 weight copy stale
+  const auto& bk = layout_.buckets();
+  for (size_t i = bk.size(); i-- > 0;) {  // forward order: embeddings first
+    const DpBucket& k = bk[i];
+    float* out = staged(i) ? staging_.data() : P + k.start;
+    ag_[i] = comm_.start_all_gather(shard_params_.data() + k.local, out, k.shard, DType::kF32);
+    ag_pending_[i] = 1;
+  }
+  if (!overlap_) finish_param_all_gather();
+}
+
+void ZeroDataParallel::finish_param_all_gather(size_t b) {
+  if (!ag_pending_[b]) return;
+  const int64_t t0 = steady_ns();
+  {
+    TraceScope span("wait all_gather");
+    ag_[b].wait();
+    ag_[b] = CommWork();
+  }
+  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  ag_pending_[b] = 0;
+  if (staged(b)) {
+    const DpBucket& k = layout_.buckets()[b];
+    float* P = model_.params();
+    std::memcpy(P + k.start, staging_.data(), (k.end - k.start) * sizeof(float));
+  }
+}
+
+void ZeroDataParallel::finish_param_all_gather() {
+  for (size_t i = layout_.buckets().size(); i-- > 0;) finish_param_all_gather(i);
+}
+
+void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
+  const auto& bk = layout_.buckets();
+  for (size_t i = bk.size(); i-- > 0;)
+    if (ag_pending_[i] && bk[i].start < hi && bk[i].end > lo) finish_param_all_gather(i);
+}
+
+size_t ZeroDataParallel::state_bytes() const {
+  return (shard_params_.size() + shard_grads_.size() + m_.size() + v_.size() + update_.size() + staging_.size()) *
+         sizeof(float);
+}
+
+}  // namespace ms

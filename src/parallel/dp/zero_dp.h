@@ -1,0 +1,78 @@
+// zero_dp: data parallelism with ZeRO-2 over a model that knows nothing of it (it only offers the
+// grad_ready / param_wait hooks of gpt.h). Per step:
+//  - backward of the last micro-batch: each gradient bucket (dp_buckets.h, backward order) starts
+//    its reduce-scatter on the communication thread as soon as its last gradient is written
+//    (start_grad_reduce_scatter), while backward goes on; finish_grad_reduce_scatter waits for the rest;
+//  - clipping and the optimizer (AdamW, or LAMB with per-tensor norms summed over the whole tensor
+//    across ranks) run on this rank's shard only; optimizer state exists only for the shard;
+//  - start_param_all_gather queues every bucket's all-gather in forward order right after the
+//    update, so the first buckets arrive while the next step loads its data; the next forward waits
+//    bucket by bucket (param_wait hook) just before it reads them.
+// Cross-rank scalar sums (gradient norm, LAMB norms, loss) exchange doubles bit-exactly (all-gather)
+// and add them in rank order, so every rank takes identical decisions.
+// With overlap off, reduce-scatters start after backward and all-gathers finish before the step
+// returns (for measuring what overlap hides). exposed_seconds() is the time the compute thread spent
+// waiting on communication.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "base/aligned.h"     // AlignedBuffer
+#include "comm/communicator.h"        // Communicator, CommWork
+#include "config/config.h"      // Config
+#include "parallel/dp/dp_buckets.h"  // DpBucketLayout
+#include "model/gpt.h"         // GPT
+
+namespace ms {
+
+class ZeroDataParallel {
+ public:
+  // Installs the model's hooks; copies this rank's shard of the (identical on every rank) weights.
+  // Waits and the optimizer are compute spans in the trace sink (obs/trace_sink.h).
+  ZeroDataParallel(GPT& model, Communicator& dp, const Config& cfg);
+  ~ZeroDataParallel();
+
+  // Before the backward of micro-batch a of A: only the last one's gradients are reduced.
+  void arm_backward(bool last_micro_batch) { armed_ = last_micro_batch; }
+  void finish_grad_reduce_scatter();
+  // Sum of squares of the whole reduced gradient (all ranks' shards).
+  double grad_sq_sum();
+  // Scales the shard's gradient (clipping), then one optimizer update of the shard at lr.
+  void optimizer_step(float lr, float grad_scale);
+  void start_param_all_gather();
+  void finish_param_all_gather();  // all buckets (before export, evaluation by others, exit)
+
+  // Sum of one value per rank, added in rank order (bit-identical on every rank).
+  double sum_across_ranks(double v);
+  int steps_taken() const { return t_; }
+  double exposed_seconds() const { return exposed_s_; }
+  void reset_exposed_seconds() { exposed_s_ = 0; }
+  const DpBucketLayout& layout() const { return layout_; }
+  size_t state_bytes() const;  // optimizer state + shard buffers held by this rank
+
+ private:
+  void start_grad_reduce_scatter(size_t b);
+  void finish_param_all_gather(size_t b);
+  void on_grad_ready(size_t lo, size_t hi);
+  void on_param_wait(size_t lo, size_t hi);
+  bool staged(size_t b) const;  // padded bucket that would read/write past the buffer
+  void exchange(const double* mine, double* total, size_t n);  // per-element rank-order sums
+
+  GPT& model_;
+  Communicator& comm_;
+  OptimConfig ocfg_;
+  bool overlap_;
+  DpBucketLayout layout_;
+  std::vector<ParamTensor> views_;  // pieces as optimizer tensors (local offsets)
+  AlignedBuffer<float> shard_params_, shard_grads_, m_, v_, update_, staging_;
+  std::vector<CommWork> rs_, ag_;
+  std::vector<char> ag_pending_;
+  size_t next_rs_ = 0;
+  bool armed_ = false;
+  int t_ = 0;
+  double exposed_s_ = 0;
+  std::vector<double> piece_w_, piece_r_, sums_in_, sums_out_;  // LAMB norms: per piece, per tensor (w then r)
+  AlignedBuffer<float> xchg_;  // all-gather buffer for exchange()
+};
+
+}  // namespace ms

@@ -1,0 +1,515 @@
+// test_comm: the communication layer. In-process: CommEnv parsing, the self backend, the trace ring
+// buffer, store errors. Multi-process: tests/tools/comm_check runs as every rank (gloo: spawned
+// here with RANK/WORLD_SIZE and a file or redis store; mpi: under mpirun) and checks every op
+// against closed forms; fault tests SIGKILL or SIGSTOP one rank and check what the others report,
+// and how fast. Every process started here is waited for or killed before the test ends.
+#include <arpa/inet.h>   // inet_pton
+#include <netinet/in.h>  // sockaddr_in
+#include <signal.h>      // kill
+#include <spawn.h>       // posix_spawn
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/comm_env.h"
+#include "comm/communicator.h"
+#include "comm/world.h"
+#include "obs/timeline.h"
+#include "obs/trace_sink.h"
+#include "common/test_util.h"
+
+extern char** environ;
+
+namespace ms {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms::testing::slurp;
+
+const std::string kWorker = std::string(MEGASCALE_TOOLS_DIR) + "/comm_check";
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out_path;  // stdout and stderr
+  bool done = false;
+  int code = -1;    // exit code, or -signal
+  double end_s = 0;  // seconds after start when it ended
+  std::string output() const { return slurp(out_path); }
+};
+
+// Starts argv with the current environment minus launcher variables, plus `env`.
+Proc spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           const std::string& out_path) {
+  std::vector<std::string> vars;
+  for (char** e = environ; *e; e++) {
+    const std::string kv = *e, key = kv.substr(0, kv.find('='));
+    if (env.count(key) || key == "RANK" || key == "WORLD_SIZE" || key.rfind("MEGASCALE_", 0) == 0 ||
+        key.rfind("OMPI_", 0) == 0 || key.rfind("PMIX_", 0) == 0)
+      continue;
+    vars.push_back(kv);
+  }
+  for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& v : vars) cenv.push_back(const_cast<char*>(v.c_str()));
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  Proc p;
+  p.out_path = out_path;
+  const int rc = posix_spawnp(&p.pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+  if (rc != 0) p.pid = -1, p.done = true;
+  return p;
+}
+
+void reap(Proc& p, int status, Clock::time_point start) {
+  p.done = true;
+  p.code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
+  p.end_s = seconds_since(start);
+}
+
+// Waits until every process ended or `limit` seconds passed; kills what is left (SIGTERM, then
+// SIGKILL) and fails the test for it. `until`: stop waiting early when it returns true.
+void wait_all(std::vector<Proc*> ps, Clock::time_point start, double limit,
+              const std::function<bool()>& until = nullptr) {
+  for (;;) {
+    bool all = true;
+    for (Proc* p : ps) {
+      if (p->done) continue;
+      int st = 0;
+      if (waitpid(p->pid, &st, WNOHANG) == p->pid) reap(*p, st, start);
+      else all = false;
+    }
+    if (all || (until && until())) return;
+    if (seconds_since(start) > limit) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (Proc* p : ps) {
+    if (p->done) continue;
+    ADD_FAILURE() << "process " << p->pid << " still running after " << limit << " s; killing it. Output:\n"
+                  << p->output();
+    kill(p->pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(p->pid, SIGKILL);
+    int st = 0;
+    waitpid(p->pid, &st, 0);
+    reap(*p, st, start);
+  }
+}
+
+// Kills a process started for us by another program (an mpirun child, a daemonized redis-server)
+// by the pid in its pid file, if that pid is still running `program`.
+void kill_pid_file(const std::string& path, const std::string& program, int sig = SIGKILL) {
+  const std::string s = slurp(path);
+  if (s.empty()) return;
+  const pid_t pid = std::stoi(s);
+  if (pid <= 1 || slurp("/proc/" + std::to_string(pid) + "/cmdline").find(program) == std::string::npos) return;
+  if (kill(pid, 0) == 0) {
+    kill(pid, sig);
+    for (int i = 0; i < 200 && kill(pid, 0) == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class CommProcTest : public ms::testing::TempDirTest {
+ protected:
+  const char* tag() const override { return "ms_comm"; }
+  // TempDirTest's folder, minus the '/' of parameterized test names (which would nest it).
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = std::filesystem::temp_directory_path() / (std::string(tag()) + "_" + std::to_string(getpid()) + "_" + name);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+
+  // n gloo ranks of comm_check with `args`, rendezvous through `store` (default: a file store).
+  std::vector<Proc> start_gloo(int n, const std::vector<std::string>& args, std::string store = "",
+                               std::map<std::string, std::string> extra = {}) {
+    if (store.empty()) store = "file:" + path("store");
+    std::vector<Proc> ps;
+    for (int r = 0; r < n; r++) {
+      std::map<std::string, std::string> env = {{"MEGASCALE_BACKEND", "gloo"}, {"RANK", std::to_string(r)},
+                                                {"WORLD_SIZE", std::to_string(n)}, {"MEGASCALE_STORE", store},
+                                                {"MEGASCALE_RUN_ID", "run" + std::to_string(runs_)}};
+      for (const auto& [k, v] : extra) env[k] = v;
+      std::vector<std::string> argv = {kWorker};
+      argv.insert(argv.end(), args.begin(), args.end());
+      ps.push_back(spawn(argv, env, path("out." + std::to_string(r))));
+    }
+    runs_++;
+    return ps;
+  }
+
+  Proc start_mpi(int n, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", kWorker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return spawn(argv, {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, path("mpirun.out"));
+  }
+
+  static std::vector<Proc*> ptrs(std::vector<Proc>& ps) {
+    std::vector<Proc*> out;
+    for (auto& p : ps) out.push_back(&p);
+    return out;
+  }
+
+  int runs_ = 0;
+};
+
+// The grid each world size checks its sub-groups on.
+std::string grid_for(int n, bool mpi) {
+  if (n == 2) return "tp-dp-pp:2,1,1";
+  if (n == 3) return "dp-tp-pp:1,3,1";
+  return mpi ? "tp-pp-dp:2,1,2" : "tp-dp-pp:2,2,1";
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process
+
+TEST(CommEnvTest, ReadsTheLauncherVariables) {
+  for (const char* v : {"MEGASCALE_BACKEND", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_NTASKS", "SLURM_PROCID"})
+    unsetenv(v);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("RANK", "3", 1);
+  setenv("MEGASCALE_STORE", "file:/tmp/x", 1);
+  setenv("MEGASCALE_RUN_ID", "abc", 1);
+  CommEnv env = CommEnv::from_environment();
+  EXPECT_EQ(env.backend, "gloo");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.store, "file:/tmp/x");
+  EXPECT_EQ(env.run_id, "abc");
+  setenv("RANK", "x3", 1);
+  try {
+    CommEnv::from_environment();
+    ADD_FAILURE() << "malformed RANK accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK='x3'"), std::string::npos) << e.what();
+  }
+  setenv("RANK", "4", 1);
+  EXPECT_THROW(CommEnv::from_environment(), Error);  // rank >= world size
+  setenv("RANK", "0", 1);
+  setenv("MEGASCALE_BACKEND", "nccl", 1);
+  EXPECT_THROW(CommEnv::from_environment(), Error);
+  unsetenv("MEGASCALE_BACKEND");
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  env = CommEnv::from_environment();
+  EXPECT_EQ(env.backend, "mpi");
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 2);
+  for (const char* v : {"WORLD_SIZE", "RANK", "MEGASCALE_STORE", "MEGASCALE_RUN_ID", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_RANK"})
+    unsetenv(v);
+  EXPECT_EQ(CommEnv::from_environment().backend, "self");
+  EXPECT_EQ(dtype_size(DType::kBF16), 2u);
+  EXPECT_STREQ(dtype_name(DType::kF32), "fp32");
+  EXPECT_STREQ(reduce_op_name(ReduceOp::kMax), "max");
+}
+
+TEST(CommSelfTest, EveryOpIsACopy) {
+  CommEnv env;
+  auto world = init_world(env);
+  EXPECT_EQ(world->size(), 1);
+  EXPECT_STREQ(world->backend(), "self");
+  std::vector<float> a = {1, 2, 3};
+  world->all_reduce(a.data(), 3, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(a, (std::vector<float>{1, 2, 3}));
+  std::vector<float> out(3, 0);
+  world->reduce_scatter(a.data(), out.data(), 3, DType::kF32, ReduceOp::kMax);
+  EXPECT_EQ(out, a);
+  std::vector<uint16_t> h = {7, 8}, g(2, 0);
+  world->all_gather(h.data(), g.data(), 2, DType::kBF16);
+  EXPECT_EQ(g, h);
+  world->broadcast(a.data(), 3, DType::kF32, 0);
+  world->barrier();
+  auto sub = world->new_group({0}, "solo");
+  EXPECT_EQ(sub->name(), "solo");
+  sub->all_reduce(a.data(), 3, DType::kF32, ReduceOp::kSum);
+  EXPECT_THROW(world->new_group({1}, "bad"), Error);
+  EXPECT_THROW(world->send(a.data(), 4, 0, 0), Error);  // no other rank
+  EXPECT_THROW(world->broadcast(a.data(), 3, DType::kF32, 1), Error);
+  // reduce_scatter: out may be in + rank*shard, nothing else that overlaps
+  EXPECT_THROW(world->reduce_scatter(a.data(), a.data() + 1, 2, DType::kF32, ReduceOp::kSum), Error);
+  env.world_size = 2;
+  EXPECT_THROW(init_world(env), Error);
+}
+
+TEST(CommTraceTest, RingBufferKeepsTheLastOpsInOrder) {
+  CommEnv env;
+  env.trace_capacity = 8;
+  auto world = init_world(env);
+  auto g = world->new_group({0}, "trace-test");
+  std::vector<float> buf(10, 1.0f);
+  std::vector<CommWork> works;
+  for (int i = 0; i < 20; i++) works.push_back(g->start_all_reduce(buf.data(), 1 + i % 10, DType::kF32, ReduceOp::kSum));
+  for (auto& w : works) w.wait();
+  std::vector<TraceRecord> recs = TraceSink::get().snapshot(TraceTrack::kComm);
+  ASSERT_EQ(recs.size(), 8u);
+  for (size_t i = 0; i < recs.size(); i++) {
+    const uint64_t seq = 12 + i;
+    EXPECT_EQ(recs[i].group, "trace-test");
+    EXPECT_EQ(recs[i].name, "all_reduce");
+    EXPECT_EQ(recs[i].seq, seq);
+    EXPECT_EQ(recs[i].bytes, (1 + seq % 10) * 4);
+    EXPECT_EQ(recs[i].status, "ok");
+    EXPECT_EQ(recs[i].peer, -1);
+    EXPECT_LE(recs[i].enqueue_ns, recs[i].start_ns);
+    EXPECT_LE(recs[i].start_ns, recs[i].end_ns);
+    if (i) {
+      EXPECT_LE(recs[i - 1].end_ns, recs[i].start_ns);  // one queue, in start order
+    }
+  }
+  const std::string path = ms::testing::make_temp_dir("trace") + "/trace.json";
+  write_comm_trace(path);
+  const auto j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.size(), 8u);
+  EXPECT_EQ(j[7]["seq"], 19);
+  EXPECT_EQ(j[7]["status"], "ok");
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+TEST(CommStoreTest, UnreachableRedisIsANamedErrorWithinSeconds) {
+  const int port = free_port();  // nothing listens there
+  CommEnv env;
+  env.backend = "gloo";
+  env.world_size = 2;
+  env.store = "redis://127.0.0.1:" + std::to_string(port);
+  env.timeout = std::chrono::milliseconds(2000);
+  const auto t0 = Clock::now();
+  try {
+    init_world(env);
+    ADD_FAILURE() << "rendezvous through a closed port succeeded";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unreachable"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 5.0);
+}
+
+TEST(CommStoreTest, BadStoresAreNamed) {
+  CommEnv env;
+  env.backend = "gloo";
+  env.world_size = 2;
+  env.timeout = std::chrono::milliseconds(2000);
+  env.store = "file:/proc/megascale_cannot_exist/store";
+  try {
+    init_world(env);
+    ADD_FAILURE() << "store in /proc accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/megascale_cannot_exist/store"), std::string::npos) << e.what();
+  }
+  env.store = "tcp://host:1";
+  EXPECT_THROW(init_world(env), Error);
+  env.store = "";
+  EXPECT_THROW(init_world(env), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every op on every backend and world size, against closed forms
+
+class CommOpsTest : public CommProcTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(CommOpsTest, GlooMatchesClosedForms) {
+  const int n = GetParam();
+  const auto t0 = Clock::now();
+  auto ps = start_gloo(n, {"--mode", "ops", "--grid", grid_for(n, false), "--timeout-ms", "20000"});
+  wait_all(ptrs(ps), t0, 60);
+  for (int r = 0; r < n; r++) {
+    EXPECT_EQ(ps[r].code, 0) << "rank " << r << ":\n" << ps[r].output();
+    EXPECT_NE(ps[r].output().find("PASS"), std::string::npos) << ps[r].output();
+  }
+}
+
+TEST_P(CommOpsTest, MpiMatchesClosedForms) {
+  const int n = GetParam();
+  const auto t0 = Clock::now();
+  Proc p = start_mpi(n, {"--mode", "ops", "--grid", grid_for(n, true), "--timeout-ms", "20000"});
+  wait_all({&p}, t0, 60);
+  const std::string out = p.output();
+  EXPECT_EQ(p.code, 0) << out;
+  size_t passes = 0;
+  for (size_t at = out.find("PASS"); at != std::string::npos; at = out.find("PASS", at + 1)) passes++;
+  EXPECT_EQ(passes, static_cast<size_t>(n)) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CommOpsTest, ::testing::Values(2, 3, 4));
+
+// ---------------------------------------------------------------------------------------------
+// Rendezvous
+
+// A redis-server on a free loopback port with a password, stopped by its pidfile at the end.
+class RedisServer {
+ public:
+  explicit RedisServer(const std::string& dir) : dir_(dir), port_(free_port()) {
+    const std::string cmd = "redis-server --bind 127.0.0.1 --port " + std::to_string(port_) +
+                            " --save '' --appendonly no --daemonize yes --requirepass s3cret --dir " + dir +
+                            " --pidfile " + pidfile() + " --logfile " + dir + "/redis.log";
+    const auto r = ms::testing::run_cmd(cmd);
+    EXPECT_EQ(r.code, 0) << r.output;
+    for (int i = 0; i < 300 && slurp(pidfile()).empty(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(slurp(pidfile()).empty()) << "redis-server did not start: " << slurp(dir + "/redis.log");
+  }
+  ~RedisServer() {
+    kill_pid_file(pidfile(), "redis-server", SIGTERM);
+    kill_pid_file(pidfile(), "redis-server");  // if it is still there
+  }
+  int port() const { return port_; }
+
+ private:
+  std::string pidfile() const { return dir_ + "/redis.pid"; }
+  std::string dir_;
+  int port_;
+};
+
+TEST_F(CommProcTest, RedisStoreWithAuth) {
+  RedisServer redis(dir_.string());
+  const std::string store = "redis://127.0.0.1:" + std::to_string(redis.port());
+  auto t0 = Clock::now();
+  auto ps = start_gloo(3, {"--mode", "allreduce", "--timeout-ms", "10000"}, store,
+                       {{"MEGASCALE_STORE_PASSWORD", "s3cret"}});
+  wait_all(ptrs(ps), t0, 30);
+  for (int r = 0; r < 3; r++) EXPECT_EQ(ps[r].code, 0) << "rank " << r << ":\n" << ps[r].output();
+  // Without the password: a named error, not a hang.
+  t0 = Clock::now();
+  auto bad = start_gloo(1, {"--mode", "allreduce", "--timeout-ms", "3000"}, store);
+  wait_all(ptrs(bad), t0, 30);
+  EXPECT_EQ(bad[0].code, 3) << bad[0].output();
+  EXPECT_NE(bad[0].output().find("NOAUTH"), std::string::npos) << bad[0].output();
+  EXPECT_NE(bad[0].output().find(store), std::string::npos) << bad[0].output();
+}
+
+TEST_F(CommProcTest, WorldSizeMismatchIsNamed) {
+  const auto t0 = Clock::now();
+  std::vector<Proc> ps;
+  for (int r = 0; r < 2; r++) {
+    ps.push_back(spawn({kWorker, "--mode", "allreduce", "--timeout-ms", "1500"},
+                       {{"MEGASCALE_BACKEND", "gloo"}, {"RANK", std::to_string(r)}, {"WORLD_SIZE", r ? "3" : "2"},
+                        {"MEGASCALE_STORE", "file:" + path("store")}},
+                       path("out." + std::to_string(r))));
+  }
+  wait_all(ptrs(ps), t0, 30);
+  EXPECT_NE(ps[1].code, 0);
+  EXPECT_NE(ps[1].output().find("rank 0 has world size 2 but rank 1 has 3"), std::string::npos) << ps[1].output();
+  EXPECT_EQ(ps[0].code, 3) << ps[0].output();  // rank 0 waits for rank 1 until the timeout
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults: a killed or stopped rank
+
+int elapsed_ms_of(const std::string& out) {
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("COMM_ERROR elapsed_ms=([0-9]+)"))) return std::stoi(m[1]);
+  return -1;
+}
+
+TEST_F(CommProcTest, GlooKilledPeerIsNamedAtOnce) {
+  const auto t0 = Clock::now();
+  auto ps = start_gloo(3, {"--mode", "fault", "--victim", "1", "--fault", "kill", "--at", "20", "--timeout-ms", "3000"});
+  wait_all(ptrs(ps), t0, 30);
+  EXPECT_EQ(ps[1].code, -SIGKILL) << ps[1].output();
+  for (int r : {0, 2}) {
+    const std::string out = ps[r].output();
+    EXPECT_EQ(ps[r].code, 3) << out;
+    EXPECT_NE(out.find("all_reduce on group 'world'"), std::string::npos) << out;
+    EXPECT_NE(out.find("seq 20"), std::string::npos) << out;
+    EXPECT_NE(out.find("waiting on peer 1 (world rank 1)"), std::string::npos) << out;
+    EXPECT_NE(out.find("LATER_ERROR"), std::string::npos) << out;  // the group stays unusable
+    const int ms = elapsed_ms_of(out);
+    EXPECT_GE(ms, 0) << out;
+    EXPECT_LT(ms, 2000) << "a dead peer must be noticed well before the 3 s timeout:\n" << out;
+  }
+}
+
+TEST_F(CommProcTest, GlooStoppedPeerTimesOutNamingIt) {
+  const auto t0 = Clock::now();
+  auto ps = start_gloo(3, {"--mode", "fault", "--victim", "2", "--fault", "stop", "--at", "20", "--timeout-ms",
+                           "3000", "--trace-capacity", "8", "--trace-out", path("trace")});
+  std::vector<Proc*> survivors = {&ps[0], &ps[1]};
+  wait_all(survivors, t0, 30);
+  // The stopped rank never ends by itself.
+  kill(ps[2].pid, SIGKILL);
+  wait_all({&ps[2]}, t0, 40);
+  for (int r : {0, 1}) {
+    const std::string out = ps[r].output();
+    EXPECT_EQ(ps[r].code, 3) << out;
+    EXPECT_NE(out.find("all_reduce on group 'world' (gloo, seq 20"), std::string::npos) << out;
+    EXPECT_NE(out.find("waiting on peer 2 (world rank 2)"), std::string::npos) << out;
+    EXPECT_NE(out.find("timed out after 3000 ms"), std::string::npos) << out;
+    const int ms = elapsed_ms_of(out);
+    EXPECT_GE(ms, 2900) << out;
+    EXPECT_LT(ms, 6000) << out;
+    // The trace: the last 8 ops, the failing all_reduce with its error, then the refused barrier.
+    const auto j = nlohmann::json::parse(slurp(path("trace." + std::to_string(r))));
+    ASSERT_EQ(j.size(), 8u) << j.dump(1);
+    for (size_t i = 0; i < 8; i++) EXPECT_EQ(j[i]["seq"], 14 + i) << j.dump(1);
+    for (size_t i = 0; i < 6; i++) EXPECT_EQ(j[i]["status"], "ok") << j.dump(1);
+    EXPECT_EQ(j[6]["op"], "all_reduce");
+    EXPECT_NE(j[6]["status"].get<std::string>().find("timed out"), std::string::npos) << j.dump(1);
+    EXPECT_EQ(j[7]["op"], "barrier");
+    EXPECT_NE(j[7]["status"].get<std::string>().find("unusable"), std::string::npos) << j.dump(1);
+  }
+}
+
+TEST_F(CommProcTest, MpiStoppedPeerTimesOut) {
+  const auto t0 = Clock::now();
+  Proc p = start_mpi(3, {"--mode", "fault", "--victim", "2", "--fault", "stop", "--at", "20", "--timeout-ms", "3000",
+                         "--pid-dir", dir_.string()});
+  // The survivors fail after the timeout and exit; mpirun then ends the job. The stopped rank is
+  // killed by pid if mpirun leaves it behind.
+  wait_all({&p}, t0, 12, [&] { return seconds_since(t0) > 10; });
+  kill_pid_file(path("pid.2"), "comm_check");
+  wait_all({&p}, t0, 30);
+  const std::string out = p.output();
+  EXPECT_NE(p.code, 0) << out;
+  EXPECT_NE(out.find("all_reduce on group 'world' (mpi, seq 20"), std::string::npos) << out;
+  EXPECT_NE(out.find("timed out after 3000 ms"), std::string::npos) << out;
+  const int ms = elapsed_ms_of(out);
+  EXPECT_GE(ms, 2900) << out;
+  EXPECT_LT(ms, 6000) << out;
+  for (int r : {0, 1}) kill_pid_file(path("pid." + std::to_string(r)), "comm_check");
+}
+
+TEST_F(CommProcTest, MpiKilledPeerAbortsTheJob) {
+  const auto t0 = Clock::now();
+  Proc p = start_mpi(3, {"--mode", "fault", "--victim", "1", "--fault", "kill", "--at", "20", "--timeout-ms", "3000",
+                         "--pid-dir", dir_.string()});
+  wait_all({&p}, t0, 30);
+  EXPECT_NE(p.code, 0) << p.output();
+  EXPECT_LT(p.end_s, 15.0) << p.output();
+  for (int r : {0, 1, 2}) kill_pid_file(path("pid." + std::to_string(r)), "comm_check");
+}
+
+}  // namespace
+}  // namespace ms
