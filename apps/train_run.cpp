@@ -19,8 +19,8 @@
 #include "data/dataloader.h"      // DataLoader
 #include "data/tokenizer.h"       // Gpt2Tokenizer
 #include "app_paths.h"            // tokenizer_dir_or_default
-#include "kernels/gemm_bf16.h"    // measure_bf16_gemm_peak_gflops
-#include "kernels/matmul.h"       // measure_sgemm_peak_gflops
+#include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
+#include "model/flops.h"          // model_flops_per_token
 #include "model/hf_export.h"      // export_hf
 #include "obs/timeline.h"         // write_chrome_trace, write_comm_trace
 #include "obs/trace_sink.h"       // TraceSink
@@ -37,7 +37,7 @@ float run_training(const Config& cfg_in) {
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
   Config cfg = cfg_in;
   CommEnv env = CommEnv::from_environment();
-  if (cfg.parallel.backend != "auto" && env.world_size > 1) env.backend = cfg.parallel.backend;
+  if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
   cfg.validate();  // every value in range before any arithmetic on them
   cfg.resolve_layout(env.world_size);
@@ -58,7 +58,7 @@ float run_training(const Config& cfg_in) {
     const std::string text = to_toml(cfg);
     write_file_atomic(out_dir + "/config.resolved.toml", {{text.data(), text.size()}});
   }
-  RunLog log(out_dir, rank == 0 ? cfg.train.progress : "none");
+  RunLog log(out_dir, cfg.train.progress, /*silent=*/rank != 0);
   const int B = cfg.train.batch_size, T = cfg.train.seq_len;
 
   // Data first: every shard is validated before any compute.
@@ -85,16 +85,17 @@ float run_training(const Config& cfg_in) {
         cfg.parallel.overlap ? "on" : "off"));
   // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
   // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
-  const bool bf16 = model.precision() == Precision::kBf16;
+  const bool bf16 = model.precision() == DType::kBF16;
   const double peak = rank != 0 ? 1.0 : bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
-  const double flops_tok = model.flops_per_token(T);
+  const double flops_tok = model_flops_per_token(cfg.model, T);
   log.message("start", fmt::format(
       "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
       "B={} T={} grad_accum={} dp={} -> {} tokens/step, {} threads, precision={}",
       model.num_params(), cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.vocab_size,
-      cfg.model.padded_vocab(), cfg.model.block, cfg.model.attention,
-      cfg.model.attention == "sliding" ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
-      cfg.optim.name, B, T, cfg.train.grad_accum, dp, B * T * cfg.train.grad_accum * dp, threads, cfg.train.precision));
+      cfg.model.padded_vocab(), config_name(cfg.model.block), config_name(cfg.model.attention),
+      cfg.model.attention == AttentionKind::kSliding ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
+      config_name(cfg.optim.name), B, T, cfg.train.grad_accum, dp, B * T * cfg.train.grad_accum * dp, threads,
+      dtype_name(cfg.train.precision)));
   log.message("data", fmt::format("train: {} samples of {} tokens{}", train.num_samples(), T + 1,
                                   val ? fmt::format("; val: {} samples, {} batches per evaluation", val->num_samples(), eval_batches) : ""));
   log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",

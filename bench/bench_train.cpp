@@ -31,7 +31,9 @@
 
 #include "base/check.h"    // ms::Error
 #include "config/config.h"   // Config, set_field, list_fields
-#include "kernels/matmul.h"   // measure_sgemm_peak_gflops, set_gemm_timing, gemm_seconds
+#include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops
+#include "kernels/gemm_timing.h"  // set_gemm_timing, gemm_seconds
+#include "model/flops.h"          // model_flops_per_token
 #include "base/rng.h"      // Rng
 #include "base/thread_pin.h"  // pin_omp_threads
 #include "train/trainer.h"  // Trainer
@@ -273,9 +275,9 @@ int run_train(int argc, char** argv) {
   out["n_layer"] = cfg.model.n_layer;
   out["n_embd"] = cfg.model.n_embd;
   out["vocab_size"] = V;
-  out["block"] = cfg.model.block;
-  out["attention"] = cfg.model.attention;
-  out["window"] = cfg.model.attention == "sliding" ? cfg.model.window : 0;
+  out["block"] = ms::config_name(cfg.model.block);
+  out["attention"] = ms::config_name(cfg.model.attention);
+  out["window"] = cfg.model.attention == ms::AttentionKind::kSliding ? cfg.model.window : 0;
   out["params"] = trainer.model().num_params();
   out["warmup"] = warmup;
   out["steps"] = steps;
@@ -292,7 +294,7 @@ int run_train(int argc, char** argv) {
     out["non_gemm_share_median"] = nullptr;
   }
   out["peak_rss_mb"] = peak_rss_mb();
-  out["flops_per_token"] = trainer.model().flops_per_token(T);
+  out["flops_per_token"] = ms::model_flops_per_token(cfg.model, T);
   out["last_loss"] = loss;
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -1,7 +1,11 @@
 // config.cpp: loading, overriding, dumping and validating the config tree (see config.h).
 #include "config/config.h"
 
+#include <algorithm>  // std::max
 #include <cmath>    // std::isfinite
+#include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <sstream>  // std::ostringstream
 
 #include <nlohmann/json.hpp>  // nlohmann::json
@@ -32,16 +36,21 @@ void visit(C& c, F&& f) {
 #undef MS_V_TRAIN
 }
 
-template <class T> const char* type_name();
-template <> const char* type_name<int>() { return "int"; }
-template <> const char* type_name<float>() { return "float"; }
-template <> const char* type_name<bool>() { return "bool"; }
-template <> const char* type_name<std::string>() { return "string"; }
+template <class T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, int>) return "int";
+  else if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_same_v<T, std::string>) return "string";
+  else return "choice";  // a config enum (config_enum.h)
+}
 
 std::string to_text(int v) { return std::to_string(v); }
 std::string to_text(float v) { return fmt::format("{}", v); }
 std::string to_text(bool v) { return v ? "true" : "false"; }
 std::string to_text(const std::string& v) { return v; }
+template <class E, class = std::enable_if_t<is_config_enum<E>::value>>
+std::string to_text(E v) { return config_name(v); }
 
 void parse_text(const std::string& s, int& out, const std::string& where, const std::string& key) {
   size_t pos = 0;
@@ -65,6 +74,12 @@ void parse_text(const std::string& s, bool& out, const std::string& where, const
   MS_FAIL("{}: {}: expected true or false, got '{}'", where, key, s);
 }
 void parse_text(const std::string& s, std::string& out, const std::string&, const std::string&) { out = s; }
+template <class E, class = std::enable_if_t<is_config_enum<E>::value>>
+void parse_text(const std::string& s, E& out, const std::string& where, const std::string& key) {
+  const std::optional<E> v = parse_config_enum<E>(s);
+  MS_CHECK(v.has_value(), "{}: {}='{}' must be {}", where, key, s, config_choices<E>());
+  out = *v;
+}
 
 // TOML node -> field, with a type check naming the key.
 void from_node(const toml::node& n, int& out, const std::string& where, const std::string& key) {
@@ -85,6 +100,11 @@ void from_node(const toml::node& n, std::string& out, const std::string& where, 
   MS_CHECK(n.is_string(), "{}: {}: expected a string", where, key);
   out = *n.value<std::string>();
 }
+template <class E, class = std::enable_if_t<is_config_enum<E>::value>>
+void from_node(const toml::node& n, E& out, const std::string& where, const std::string& key) {
+  MS_CHECK(n.is_string(), "{}: {}: expected a string, one of {}", where, key, config_choices<E>());
+  parse_text(*n.value<std::string>(), out, where, key);
+}
 
 }  // namespace
 
@@ -92,7 +112,9 @@ std::vector<FieldInfo> list_fields(const Config& c) {
   std::vector<FieldInfo> out;
   visit(c, [&](const char* key, const auto& v, const char* doc) {
     using T = std::decay_t<decltype(v)>;
-    out.push_back({key, type_name<T>(), to_text(v), doc});
+    std::string d = doc;
+    if constexpr (is_config_enum<T>::value) d += " (" + config_choices<T>() + ")";
+    out.push_back({key, type_name<T>(), to_text(v), d});
   });
   return out;
 }
@@ -139,6 +161,7 @@ std::string to_toml(const Config& c) {
     using T = std::decay_t<decltype(v)>;
     if constexpr (std::is_same_v<T, float>) root[sec].as_table()->insert(name, static_cast<double>(v));
     else if constexpr (std::is_same_v<T, int>) root[sec].as_table()->insert(name, static_cast<int64_t>(v));
+    else if constexpr (is_config_enum<T>::value) root[sec].as_table()->insert(name, std::string(config_name(v)));
     else root[sec].as_table()->insert(name, v);
   });
   std::ostringstream os;
@@ -151,7 +174,9 @@ std::string to_json(const Config& c) {
   visit(c, [&](const char* key, const auto& v, const char*) {
     std::string k = key;
     auto dot = k.find('.');
-    j[k.substr(0, dot)][k.substr(dot + 1)] = v;
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (is_config_enum<T>::value) j[k.substr(0, dot)][k.substr(dot + 1)] = config_name(v);
+    else j[k.substr(0, dot)][k.substr(dot + 1)] = v;
   });
   return j.dump(2);
 }
@@ -165,16 +190,12 @@ void Config::validate() const {
   MS_CHECK(m.n_head > 0 && m.n_embd % m.n_head == 0,
            "config: model.n_head={} does not divide model.n_embd={}", m.n_head, m.n_embd);
   MS_CHECK(m.max_seq_len > 0, "config: model.max_seq_len={} must be > 0", m.max_seq_len);
-  MS_CHECK(m.block == "sequential" || m.block == "parallel",
-           "config: model.block='{}' must be 'sequential' or 'parallel'", m.block);
-  MS_CHECK(m.attention == "full" || m.attention == "sliding",
-           "config: model.attention='{}' must be 'full' or 'sliding'", m.attention);
-  MS_CHECK(m.attention != "sliding" || m.window > 0, "config: model.window={} must be > 0 for sliding attention", m.window);
+  MS_CHECK(m.attention != AttentionKind::kSliding || m.window > 0,
+           "config: model.window={} must be > 0 for sliding attention", m.window);
   MS_CHECK(m.full_every >= 0, "config: model.full_every={} must be >= 0", m.full_every);
   MS_CHECK(std::isfinite(m.init_std) && m.init_std > 0, "config: model.init_std={} must be finite and > 0", m.init_std);
 
   const auto& o = optim;
-  MS_CHECK(o.name == "adamw" || o.name == "lamb", "config: optim.name='{}' must be 'adamw' or 'lamb'", o.name);
   MS_CHECK(std::isfinite(o.lr) && o.lr > 0, "config: optim.lr={} must be finite and > 0", o.lr);
   MS_CHECK(std::isfinite(o.min_lr) && o.min_lr >= 0 && o.min_lr <= o.lr,
            "config: optim.min_lr={} must be finite and in [0, optim.lr={}]", o.min_lr, o.lr);
@@ -200,20 +221,27 @@ void Config::validate() const {
   MS_CHECK(t.sample_tokens >= 0, "config: train.sample_tokens={} must be >= 0", t.sample_tokens);
   MS_CHECK(!t.out_dir.empty(), "config: train.out_dir must not be empty");
   MS_CHECK(t.threads >= 0, "config: train.threads={} must be >= 0", t.threads);
-  MS_CHECK(t.precision == "fp32" || t.precision == "bf16",
-           "config: train.precision='{}' must be 'fp32' or 'bf16'", t.precision);
-  MS_CHECK(t.progress == "auto" || t.progress == "bar" || t.progress == "lines",
-           "config: train.progress='{}' must be 'auto', 'bar' or 'lines'", t.progress);
+  MS_CHECK(t.precision == DType::kF32 || t.precision == DType::kBF16,
+           "config: train.precision='{}' must be {}", dtype_name(t.precision), config_choices<DType>());
   MS_CHECK(t.global_batch >= 0, "config: train.global_batch={} must be >= 0", t.global_batch);
 
   const auto& p = parallel;
   MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);
   MS_CHECK(p.tp == 1, "config: parallel.tp={}: tensor parallelism is not implemented yet (use 1)", p.tp);
   MS_CHECK(p.pp == 1, "config: parallel.pp={}: pipeline parallelism is not implemented yet (use 1)", p.pp);
-  MS_CHECK(p.backend == "auto" || p.backend == "gloo" || p.backend == "mpi",
-           "config: parallel.backend='{}' must be 'auto', 'gloo' or 'mpi'", p.backend);
   MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
-  MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0, "config: parallel.timeout_s={} must be > 0", p.timeout_s);
+  // Milliseconds must fit the deadline arithmetic (int64 ns): at most a week.
+  MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0 && p.timeout_s <= 7 * 24 * 3600.0,
+           "config: parallel.timeout_s={} must be in (0, 604800] seconds", p.timeout_s);
+  MS_CHECK(p.bucket_mb <= 65536.0f, "config: parallel.bucket_mb={} must be <= 65536", p.bucket_mb);
+  // Tokens per micro-batch and sequences per step stay well inside int.
+  MS_CHECK(static_cast<int64_t>(t.batch_size) * t.seq_len <= (int64_t{1} << 30),
+           "config: train.batch_size={} x train.seq_len={} tokens per micro-batch is too large", t.batch_size, t.seq_len);
+  MS_CHECK(static_cast<int64_t>(t.batch_size) * t.grad_accum * std::max(p.dp, 1) <= INT32_MAX,
+           "config: train.batch_size={} x train.grad_accum={} x parallel.dp={} sequences per step is too large",
+           t.batch_size, t.grad_accum, p.dp);
+  MS_CHECK(static_cast<int64_t>(p.tp) * std::max(p.dp, 1) * p.pp <= 1 << 20,
+           "config: parallel.tp={} x parallel.dp={} x parallel.pp={} ranks is too large", p.tp, p.dp, p.pp);
   if (p.dp > 0 && t.global_batch > 0)
     MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
              "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
@@ -221,6 +249,7 @@ void Config::validate() const {
 }
 
 void Config::resolve_layout(int world_size) {
+  validate();  // the arithmetic below relies on positive, bounded values
   auto& p = parallel;
   MS_CHECK(world_size >= 1, "layout: world size {} must be >= 1", world_size);
   const int tp_pp = p.tp * p.pp;

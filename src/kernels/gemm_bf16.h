@@ -34,11 +34,6 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
 void matmul_backward_bf16_from_bf16(float* dinp, float* dweight, const bf16_t* dout_bf16, const bf16_t* inp,
                                     const bf16_t* weight, int N, int C, int OC, bool accumulate_dinp);
 
-// Measures bf16 GEMM throughput (GFLOP/s) through gemm_bf16 on the shape of
-// measure_sgemm_peak_gflops ((1024 x 768) @ (768 x 3072)), best of 7 runs. The MFU denominator of
-// bf16 training.
-double measure_bf16_gemm_peak_gflops();
-
 // Number of cached oneDNN primitives (for tests: stays constant after the first step).
 int gemm_bf16_cached_primitives();
 

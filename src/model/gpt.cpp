@@ -19,58 +19,22 @@
 
 namespace ms {
 
-size_t ParamSpec::numel() const {
-  size_t n = 1;
-  for (int d : shape) n *= static_cast<size_t>(d);
-  return n;
-}
-
-Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::kFp32;
-  if (s == "bf16") return Precision::kBf16;
-  MS_FAIL("precision '{}' must be 'fp32' or 'bf16'", s);
-}
-
-GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision)
+GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision)
     : cfg_(cfg), maxB_(maxB), maxT_(maxT), L_(cfg.n_layer), C_(cfg.n_embd), NH_(cfg.n_head),
       V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
-  const int C = C_;
-  const float std0 = cfg.init_std, std_res = cfg.init_std / std::sqrt(2.0f * L_);
-  size_t off = 0;
-  auto add = [&](std::string name, std::vector<int> shape, ParamKind kind, float init_std) {
-    ParamSpec s{std::move(name), off, std::move(shape), kind, init_std};
-    off += s.numel();
-    specs_.push_back(std::move(s));
-    return specs_.back().offset;
-  };
-  wte_ = add("transformer.wte.weight", {Vp_, C}, ParamKind::kEmbedding, std0);
-  wpe_ = add("transformer.wpe.weight", {cfg.max_seq_len, C}, ParamKind::kEmbedding, std0);
-  for (int l = 0; l < L_; l++) {
-    std::string p = "transformer.h." + std::to_string(l) + ".";
-    block_offset_.push_back(off);
-    add(p + "ln_1.weight", {C}, ParamKind::kNorm, 0);
-    add(p + "ln_1.bias", {C}, ParamKind::kNorm, 0);
-    add(p + "attn.c_attn.weight", {3 * C, C}, ParamKind::kWeight, std0);
-    add(p + "attn.c_attn.bias", {3 * C}, ParamKind::kBias, 0);
-    add(p + "attn.c_proj.weight", {C, C}, ParamKind::kWeight, std_res);
-    add(p + "attn.c_proj.bias", {C}, ParamKind::kBias, 0);
-    if (!cfg.parallel_block()) {
-      add(p + "ln_2.weight", {C}, ParamKind::kNorm, 0);
-      add(p + "ln_2.bias", {C}, ParamKind::kNorm, 0);
-    }
-    add(p + "mlp.c_fc.weight", {4 * C, C}, ParamKind::kWeight, std0);
-    add(p + "mlp.c_fc.bias", {4 * C}, ParamKind::kBias, 0);
-    add(p + "mlp.c_proj.weight", {C, 4 * C}, ParamKind::kWeight, std_res);
-    add(p + "mlp.c_proj.bias", {C}, ParamKind::kBias, 0);
-  }
-  lnf_w_ = add("transformer.ln_f.weight", {C}, ParamKind::kNorm, 0);
-  lnf_b_ = add("transformer.ln_f.bias", {C}, ParamKind::kNorm, 0);
+  ParamLayout lay = build_param_layout(cfg);
+  specs_ = std::move(lay.specs);
+  block_offset_ = std::move(lay.block_offset);
+  wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = lay.lnf_w, lnf_b_ = lay.lnf_b;
+  const size_t off = lay.total;
   params_.resize(off);
   grads_.resize(off);
   assign_activations();
-  if (precision_ == Precision::kBf16) {
-    params_bf16_.resize(off);
+  MS_CHECK(precision_ == DType::kF32 || precision_ == DType::kBF16, "GPT: precision {} is not fp32 or bf16",
+           dtype_name(precision_));
+  if (precision_ == DType::kBF16) {
+    bf16_weights_.resize(off);
     static bool noticed = false;  // one line per process
     if (!bf16_gemm_uses_amx() && !noticed) {
       noticed = true;
@@ -81,30 +45,29 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision)
 }
 
 void GPT::refresh_bf16_weights() {
-  if (precision_ != Precision::kBf16) return;
-  f32_to_bf16(params_bf16_.data(), params_.data(), params_.size());
-  bf16_weights_stale_ = false;
+  if (precision_ != DType::kBF16) return;
+  bf16_weights_.refresh(params_.data());
 }
 
 void GPT::linear_forward(float* out, const float* inp, bf16_t* inp_bf16, bool convert_inp,
                          const float* weight, const float* bias, int N, int C, int OC, bool accumulate) {
-  if (precision_ == Precision::kFp32) {
+  if (precision_ == DType::kF32) {
     matmul_forward(out, inp, weight, bias, N, C, OC, accumulate);
     return;
   }
   if (convert_inp) f32_to_bf16(inp_bf16, inp, static_cast<size_t>(N) * C);
-  const bf16_t* wb = params_bf16_.data() + (weight - params_.data());
+  const bf16_t* wb = bf16_weights_.data() + (weight - params_.data());
   matmul_forward_bf16(out, inp_bf16, wb, bias, N, C, OC, accumulate);
 }
 
 void GPT::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const bf16_t* inp_bf16, const float* weight, int N,
                           int C, int OC, bool accumulate_dinp) {
-  if (precision_ == Precision::kFp32) {
+  if (precision_ == DType::kF32) {
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
     return;
   }
-  const bf16_t* wb = params_bf16_.data() + (weight - params_.data());
+  const bf16_t* wb = bf16_weights_.data() + (weight - params_.data());
   matmul_backward_bf16(dinp, dweight, dbias, dout, dout_bf16_, inp_bf16, wb, N, C, OC, accumulate_dinp);
 }
 
@@ -126,7 +89,7 @@ BlockParams GPT::block_params(float* base, int l) const {
 void GPT::assign_activations() {
   const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_;
   const bool par = cfg_.parallel_block();
-  const bool bf16 = precision_ == Precision::kBf16;
+  const bool bf16 = precision_ == DType::kBF16;
   // Per block: ln1 C, ln1 stats 2, qkv 3C, atty C, lse NH, [res_att C, ln2 C, ln2 stats 2], fch 4C,
   // fch_gelu 4C, out C. In bf16 mode the fp32 ln1 and ln2 are only GEMM inputs (the backward reads
   // their bf16 copies), so one shared fp32 scratch of each serves every layer; GeLU writes its
@@ -201,7 +164,7 @@ void GPT::assign_activations() {
 }
 
 void GPT::init_weights(uint64_t seed) {
-  bf16_weights_stale_ = true;
+  bf16_weights_.mark_stale();
   params_.zero();
   for (size_t i = 0; i < specs_.size(); i++) {
     const ParamSpec& s = specs_[i];
@@ -223,21 +186,6 @@ const ParamSpec& GPT::spec(const std::string& name) const {
   for (const ParamSpec& s : specs_)
     if (s.name == name) return s;
   MS_FAIL("GPT: no parameter named '{}'", name);
-}
-
-double GPT::flops_per_token(int T) const {
-  const double C = C_;
-  double fwd = 0;
-  for (int l = 0; l < L_; l++) {
-    fwd += 2.0 * (3 * C * C + C * C + 4 * C * C + 4 * C * C);  // qkv, proj, fc, fc_proj
-    // Attention: QK^T and PV, 2*C flops each per (query, attended key); average over positions.
-    int W = cfg_.layer_window(l);
-    double keys = 0;
-    for (int t = 0; t < T; t++) keys += (W > 0) ? std::min(t + 1, W) : t + 1;
-    fwd += 2.0 * 2.0 * C * keys / T;
-  }
-  fwd += 2.0 * C * V_;  // LM head
-  return 3.0 * fwd;
 }
 
 namespace {
@@ -286,17 +234,17 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   B_ = B; T_ = T;
   const float* P = params_.data();
   float* Pm = params_.data();
-  const bool bf16 = precision_ == Precision::kBf16;
+  const bool bf16 = precision_ == DType::kBF16;
   const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
   // bf16 weights are refreshed once per optimizer step: all at once, or, when a wrapper delivers
   // parameters range by range (param_wait), each range right after it arrives, so the conversion
   // follows the arrival of the gathered weights instead of waiting for all of them.
-  const bool refresh_by_range = bf16 && bf16_weights_stale_ && param_wait_;
-  if (bf16 && bf16_weights_stale_ && !param_wait_) refresh_bf16_weights();
+  const bool refresh_by_range = bf16 && bf16_weights_.stale() && param_wait_;
+  if (bf16 && bf16_weights_.stale() && !param_wait_) refresh_bf16_weights();
   auto wait_params = [&](size_t lo, size_t hi) {
     if (!param_wait_) return;
     param_wait_(lo, hi);
-    if (refresh_by_range) f32_to_bf16(params_bf16_.data() + lo, params_.data() + lo, hi - lo);
+    if (refresh_by_range) bf16_weights_.convert_range(params_.data(), lo, hi);
   };
   wait_params(0, first_block);
   encoder_forward(encoded_, inputs, P + wte_, P + wpe_, B, T, C);
@@ -339,7 +287,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
     x = a.out;
   }
   wait_params(lnf_w_, params_.size());
-  if (refresh_by_range) bf16_weights_stale_ = false;  // every range converted
+  if (refresh_by_range) bf16_weights_.mark_fresh();  // every range converted
   layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, N, C);
   linear_forward(logits_, lnf_, lnf_bf16_, true, P + wte_, nullptr, N, C, Vp_, false);
   have_dlogits_ = false;
@@ -368,8 +316,8 @@ void GPT::backward() {
   const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
 
   // LM head (tied to wte) and final LayerNorm.
-  if (precision_ == Precision::kBf16) {  // dlogits were written as bf16 by the fused cross-entropy
-    const bf16_t* wb = params_bf16_.data() + wte_;
+  if (precision_ == DType::kBF16) {  // dlogits were written as bf16 by the fused cross-entropy
+    const bf16_t* wb = bf16_weights_.data() + wte_;
     matmul_backward_bf16_from_bf16(dln_, G + wte_, dout_bf16_, lnf_bf16_, wb, N, C, Vp_, false);
   } else {
     linear_backward(dln_, G + wte_, nullptr, logits_, lnf_, lnf_bf16_, P + wte_, N, C, Vp_, false);

@@ -14,7 +14,7 @@
 // Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
 // are deterministic for a given thread count; no allocation after construction.
 //
-// Precision::kBf16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
+// DType::kBF16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
 // fc, fc projection, LM head; forward, input gradient and weight gradient) take bf16 operands
 // with fp32 accumulation (gemm_bf16.h, AMX when present). Master weights, gradients (fp32
 // buffers, accumulated in fp32), LayerNorm, attention, GeLU, softmax and the loss stay fp32. The
@@ -32,28 +32,12 @@
 
 #include "base/aligned.h"        // AlignedBuffer
 #include "base/bf16.h"           // bf16_t
-#include "config/config.h"         // ModelConfig
+#include "base/dtype.h"              // DType
+#include "config/model_config.h"   // ModelConfig
+#include "model/bf16_weight_cache.h"  // Bf16WeightCache
+#include "model/param_layout.h"    // ParamSpec, ParamKind
 
 namespace ms {
-
-// Precision of the linear layers' GEMMs (see the header comment).
-enum class Precision { kFp32, kBf16 };
-// "fp32" / "bf16" (train.precision) -> Precision; anything else is an error.
-Precision parse_precision(const std::string& s);
-
-// What a parameter tensor is (optim/decay_policy.h decides weight decay from it; the Hugging Face
-// export names it).
-enum class ParamKind { kEmbedding, kNorm, kBias, kWeight };
-
-// One named parameter tensor inside the flat buffer. Names are Hugging Face GPT-2 names.
-struct ParamSpec {
-  std::string name;         // e.g. "transformer.h.0.attn.c_attn.weight"
-  size_t offset = 0;        // into the flat parameter buffer
-  std::vector<int> shape;   // our layout: nn.Linear (out, in) for weights
-  ParamKind kind = ParamKind::kWeight;
-  float init_std = 0;       // 0: constant init (ones for LN weight, zeros otherwise)
-  size_t numel() const;
-};
 
 // Pointers of one block's parameters (or gradients) into a flat buffer.
 struct BlockParams {
@@ -79,8 +63,8 @@ struct BlockActs {
 class GPT {
  public:
   // Allocates parameters, gradients and activations for micro-batches up to maxB x maxT.
-  // Precision::kBf16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
-  GPT(const ModelConfig& cfg, int maxB, int maxT, Precision precision = Precision::kFp32);
+  // precision: DType::kF32 or DType::kBF16 (the GEMMs' operands). kBF16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
+  GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32);
 
   // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
   // (seed, tensor index), so the values do not depend on how the model is later split.
@@ -112,31 +96,28 @@ class GPT {
   const ModelConfig& config() const { return cfg_; }
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // Non-const access marks the bf16 weight copy stale (see the header comment).
-  float* params() { bf16_weights_stale_ = true; return params_.data(); }
+  float* params() { bf16_weights_.mark_stale(); return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
   const float* grads() const { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
   const ParamSpec& spec(const std::string& name) const;
 
-  Precision precision() const { return precision_; }
+  DType precision() const { return precision_; }
   // bf16 mode: converts the fp32 master weights into the bf16 copy now (forward() does it by
   // itself when the copy is stale). No-op in fp32 mode.
   void refresh_bf16_weights();
   // bf16 mode: the weight copy itself (same offsets as params()), for an optimizer that writes it
   // in its own pass; call mark_bf16_weights_fresh() afterwards. nullptr in fp32 mode.
-  bf16_t* bf16_weight_copy() { return precision_ == Precision::kBf16 ? params_bf16_.data() : nullptr; }
-  void mark_bf16_weights_fresh() { bf16_weights_stale_ = false; }
+  bf16_t* bf16_weight_copy() { return precision_ == DType::kBF16 ? bf16_weights_.data() : nullptr; }
+  void mark_bf16_weights_fresh() { bf16_weights_.mark_fresh(); }
 
   // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
   const float* logits() const { return logits_; }
   // Per-row losses (B,T) of the last forward.
   const float* losses() const { return losses_; }
 
-  // Model FLOPs of one training token (forward + backward = 3x forward), counting the matmuls
-  // with the real vocabulary V and the attention over the keys each query actually attends
-  // (so a sliding window lowers it).
-  double flops_per_token(int T) const;
+  // Model FLOPs of one training token: model/flops.h.
 
  private:
   BlockParams block_params(float* base, int l) const;
@@ -168,12 +149,12 @@ class GPT {
   float *dres_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
   // bf16 mode only (empty otherwise): the weight copy (same offsets as params_), bf16 copies of
   // the GEMM inputs saved for backward, and scratch for a converted output gradient.
-  Precision precision_ = Precision::kFp32;
-  bool bf16_weights_stale_ = true;
+  DType precision_ = DType::kF32;
+  Bf16WeightCache bf16_weights_;
   RangeHook grad_ready_, param_wait_;
   // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
   size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
-  AlignedBuffer<bf16_t> params_bf16_, acts_bf16_;
+  AlignedBuffer<bf16_t> acts_bf16_;
   struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
   std::vector<BlockActsBf16> blocks_bf16_;
   bf16_t *lnf_bf16_ = nullptr, *dout_bf16_ = nullptr;

@@ -1,6 +1,8 @@
 // hf_export.cpp: see hf_export.h.
 #include "model/hf_export.h"
 
+#include <unistd.h>  // getpid
+
 #include <cmath>       // std::isfinite
 #include <filesystem>  // std::filesystem
 #include <fstream>     // std::ofstream
@@ -8,6 +10,7 @@
 #include <fmt/ranges.h>         // fmt::join
 #include <nlohmann/json.hpp>  // nlohmann::json
 
+#include "base/atomic_file.h"  // write_file_atomic, publish_directory
 #include "base/check.h"        // MS_CHECK
 #include "base/safetensors.h"  // save_safetensors, load_safetensors
 
@@ -47,20 +50,20 @@ void export_hf(const GPT& model, const std::string& dir) {
       {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
       {"initializer_range", cfg.init_std}, {"tie_word_embeddings", true},
       {"bos_token_id", 50256}, {"eos_token_id", 50256},
-      {"megascale_block", cfg.block}, {"megascale_attention", cfg.attention},
-      {"megascale_window", cfg.attention == "sliding" ? cfg.window : 0},
+      {"megascale_block", config_name(cfg.block)}, {"megascale_attention", config_name(cfg.attention)},
+      {"megascale_window", cfg.attention == AttentionKind::kSliding ? cfg.window : 0},
       {"megascale_full_every", cfg.full_every}};
-  fs::path final_dir(dir), tmp_dir(dir + ".tmp");
+  // Written in full under a temporary name, then swapped in (base/atomic_file.h): the previous
+  // export stays in place until the new one is complete and durable.
+  const fs::path final_dir = fs::absolute(dir);
+  const fs::path tmp_dir = final_dir.string() + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp_dir);
+  if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path());
   fs::create_directories(tmp_dir);
   save_safetensors((tmp_dir / "model.safetensors").string(), f);
-  {
-    std::ofstream out(tmp_dir / "config.json");
-    out << c.dump(2) << "\n";
-    MS_SYSCHECK(out.good(), "{}: cannot write config.json", tmp_dir.string());
-  }
-  fs::remove_all(final_dir);
-  fs::rename(tmp_dir, final_dir);
+  const std::string text = c.dump(2) + "\n";
+  write_file_atomic((tmp_dir / "config.json").string(), {{text.data(), text.size()}});
+  publish_directory(tmp_dir.string(), final_dir.string());
 }
 
 void import_hf(GPT& model, const std::string& dir) {

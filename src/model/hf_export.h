@@ -2,7 +2,8 @@
 // names and layouts (Conv1D weights (in, out), token embedding cut to the real vocabulary, LM head
 // tied and therefore absent) plus config.json (GPT2Config fields, and megascale_* fields for the
 // block and attention variants). Refuses to write parameters that are not all finite. The folder
-// is written under a temporary name and renamed, so it is either complete or absent.
+// is written under a temporary name and swapped in (base/atomic_file.h: publish_directory), so it
+// is either the complete new export or the previous one, never partial.
 #pragma once
 #include <string>
 

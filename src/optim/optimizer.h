@@ -1,19 +1,33 @@
-// optimizer: the configured optimizer (AdamW or LAMB) with its state (first/second moments and,
-// for LAMB, the update scratch), over the model's flat parameter buffer. The step counter lives
-// here so that bias correction and resumption agree.
+// optimizer: the one dispatch of an optimizer update (AdamW or LAMB, optim.name) with its state
+// (first/second moments and, for LAMB, the update scratch), over flat buffers split into
+// ParamTensor views. The single-process trainer runs it over the whole model; ZeRO-2
+// (parallel/dp/zero_dp.h) runs it over its shard, whose views are pieces of tensors split across
+// ranks, and supplies the cross-rank reduction LAMB's per-tensor norms need (set_norm_reduce).
+// The step counter lives here so that bias correction and resumption agree.
+// Guarantees: a step allocates nothing; results do not depend on the thread count.
 #pragma once
+#include <functional>
 #include <vector>
 
-#include "base/aligned.h"        // AlignedBuffer
-#include "base/bf16.h"           // bf16_t
-#include "config/config.h"         // OptimConfig
-#include "optim/param_tensor.h"  // ParamTensor
+#include "base/aligned.h"         // AlignedBuffer
+#include "base/bf16.h"            // bf16_t
+#include "config/optim_config.h"  // OptimConfig
+#include "optim/param_tensor.h"   // ParamTensor
 
 namespace ms {
 
 class Optimizer {
  public:
+  // tensors: views into buffers of numel elements (params, grads passed to step()).
   Optimizer(const OptimConfig& cfg, std::vector<ParamTensor> tensors, size_t numel);
+
+  // LAMB only: called between the norm phase and the apply phase with this optimizer's partial
+  // sums of squares per view (w_sq: weights before the update, r_sq: the update; one entry per
+  // tensors()[i]); it must replace each with the sum over the whole tensor the view belongs to
+  // (across ranks, added in a fixed order). Without it, each view is taken as a whole tensor.
+  using NormReduce = std::function<void(double* w_sq, double* r_sq)>;
+  void set_norm_reduce(NormReduce fn) { norm_reduce_ = std::move(fn); }
+
   // One update of params with grads at learning rate lr; increments the step counter first.
   // grads is read scaled by grad_scale (clipping; LAMB scales grads in place first). If bf16_out is
   // given and the optimizer can fuse it (AdamW), the updated parameters' bf16 copy is written in the
@@ -23,11 +37,14 @@ class Optimizer {
             bool zero_grads = false);
   int steps_taken() const { return t_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  size_t state_bytes() const { return (m_.size() + v_.size() + update_.size()) * sizeof(float); }
 
  private:
   OptimConfig cfg_;
   std::vector<ParamTensor> tensors_;
   AlignedBuffer<float> m_, v_, update_;
+  std::vector<double> w_sq_, r_sq_;  // LAMB norms per view
+  NormReduce norm_reduce_;
   int t_ = 0;
 };
 

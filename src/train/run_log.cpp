@@ -12,15 +12,14 @@
 
 namespace ms {
 
-RunLog::RunLog(const std::string& out_dir, const std::string& mode)
-    : start_(std::chrono::steady_clock::now()) {
-  silent_ = mode == "none";
+RunLog::RunLog(const std::string& out_dir, ProgressMode mode, bool silent) {
+  silent_ = silent;
   if (silent_) return;
   std::filesystem::create_directories(out_dir);
   std::string path = out_dir + "/log.jsonl";
   jsonl_.open(path, std::ios::app);
   MS_SYSCHECK(jsonl_.good(), "{}: cannot open run log", path);
-  bar_ = mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO));
+  bar_ = mode == ProgressMode::kBar || (mode == ProgressMode::kAuto && isatty(STDOUT_FILENO));
 }
 
 RunLog::~RunLog() {
@@ -52,7 +51,7 @@ void RunLog::step(const StepRecord& r) {
                                   r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3, r.mfu * 100);
   if (r.comm_exposed_ms >= 0) stats += fmt::format(" | comm {:.0f} ms exposed", r.comm_exposed_ms);
   if (bar_) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double elapsed = since_start_.seconds();
     double eta = r.step > 0 ? elapsed / r.step * (r.total_steps - r.step) : 0;
     const int width = 24;
     int filled = r.total_steps ? width * r.step / r.total_steps : width;

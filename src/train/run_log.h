@@ -3,12 +3,14 @@
 // same record as one JSON object per line in <out_dir>/log.jsonl (flushed every line, so a crash
 // loses nothing already logged). Validation losses and messages go to both.
 #pragma once
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>  // nlohmann::json
+
+#include "base/clock.h"            // Stopwatch
+#include "config/train_config.h"  // ProgressMode
 
 namespace ms {
 
@@ -21,9 +23,9 @@ struct StepRecord {
 
 class RunLog {
  public:
-  // mode: "auto" (bar when stdout is a terminal), "bar", "lines", or "none" (writes nothing: the
+  // mode: kAuto (bar when stdout is a terminal), kBar or kLines; silent: write nothing at all (the
   // ranks other than 0 of a parallel run).
-  RunLog(const std::string& out_dir, const std::string& mode);
+  RunLog(const std::string& out_dir, ProgressMode mode, bool silent = false);
   ~RunLog();
   void step(const StepRecord& r);
   void eval(int step, float val_loss);
@@ -37,7 +39,7 @@ class RunLog {
   void write_line(const nlohmann::json& j);
   std::ofstream jsonl_;
   bool bar_ = false, bar_shown_ = false, silent_ = false;
-  std::chrono::steady_clock::time_point start_;
+  Stopwatch since_start_;
 };
 
 }  // namespace ms

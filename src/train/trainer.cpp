@@ -15,7 +15,7 @@ namespace ms {
 
 Trainer::Trainer(const Config& cfg, Communicator* dp)
     : cfg_(cfg),
-      model_(cfg.model, cfg.train.batch_size, cfg.train.seq_len, parse_precision(cfg.train.precision)),
+      model_(cfg.model, cfg.train.batch_size, cfg.train.seq_len, cfg.train.precision),
       schedule_{cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps,
                 cfg.optim.decay_steps > 0 ? cfg.optim.decay_steps : cfg.train.steps} {
   model_.init_weights(static_cast<uint64_t>(cfg.train.seed));

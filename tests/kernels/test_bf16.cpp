@@ -198,7 +198,7 @@ ModelConfig tiny_model(bool parallel) {
   m.n_head = 4;
   m.n_embd = 64;
   m.max_seq_len = 32;
-  if (parallel) { m.block = "parallel"; m.attention = "sliding"; m.window = 8; m.full_every = 2; }
+  if (parallel) { m.block = BlockKind::kParallel; m.attention = AttentionKind::kSliding; m.window = 8; m.full_every = 2; }
   return m;
 }
 
@@ -219,7 +219,7 @@ TEST_P(Bf16Model, ForwardBackwardCloseToFp32) {
   ms::testing::with_threads(2, [&] {
     const ModelConfig m = tiny_model(GetParam());
     const int B = 2, T = 16, N = B * T;
-    GPT f32(m, B, T, Precision::kFp32), b16(m, B, T, Precision::kBf16);
+    GPT f32(m, B, T, DType::kF32), b16(m, B, T, DType::kBF16);
     f32.init_weights(42);
     // Biases and LayerNorm parameters are zero/one at init: make them nontrivial.
     TestRng rng(9);
@@ -261,7 +261,7 @@ TEST_P(Bf16Model, WeightRefreshAndPrimitiveCache) {
   ms::testing::with_threads(2, [&] {
     const ModelConfig m = tiny_model(GetParam());
     const int B = 2, T = 16, N = B * T;
-    GPT f32(m, B, T, Precision::kFp32), b16(m, B, T, Precision::kBf16);
+    GPT f32(m, B, T, DType::kF32), b16(m, B, T, DType::kBF16);
     f32.init_weights(1); b16.init_weights(1);
     std::vector<int> in(N), tg(N);
     TestRng rng(2);
@@ -300,7 +300,7 @@ TEST(Bf16Training, FollowsFp32LossCurve) {
     for (int i = 99; i > 0; i--) std::swap(perm[i], perm[prng.next() % (i + 1)]);
     auto run = [&](const std::string& precision) {
       Config c = cfg;
-      c.train.precision = precision;
+      c.train.precision = *dtype_from_name(precision);
       c.validate();
       Trainer tr(c);
       TestRng rng(123);  // the same batches for both runs

@@ -37,12 +37,12 @@ Config tiny_config(const Variant& v) {
   c.model.n_head = 4;
   c.model.n_embd = 32;
   c.model.max_seq_len = 16;
-  c.model.block = v.block;
-  c.model.attention = v.attention;
+  c.model.block = *ms::parse_config_enum<ms::BlockKind>(v.block);
+  c.model.attention = *ms::parse_config_enum<ms::AttentionKind>(v.attention);
   c.model.window = v.window;
   c.model.full_every = v.full_every;
   c.model.init_std = 0.1f;  // larger than GPT-2's so every path carries signal
-  c.optim.name = "adamw";
+  c.optim.name = ms::OptimizerKind::kAdamW;
   c.optim.lr = 3e-3f;
   c.optim.min_lr = 3e-3f;  // constant learning rate
   c.optim.warmup_steps = 0;

@@ -82,9 +82,9 @@ TEST_P(NoAlloc, StepAllocatesNothingAfterWarmup) {
     cfg.model.n_layer = 2; cfg.model.n_embd = 64; cfg.model.n_head = 4;
     cfg.model.vocab_size = 300; cfg.model.max_seq_len = 32;
     cfg.train.batch_size = 2; cfg.train.seq_len = 32; cfg.train.grad_accum = 2;
-    cfg.train.steps = 10; cfg.train.precision = c.precision;
+    cfg.train.steps = 10; cfg.train.precision = *ms::dtype_from_name(c.precision);
     cfg.train.threads = c.threads;
-    cfg.optim.name = c.optimizer;
+    cfg.optim.name = *ms::parse_config_enum<ms::OptimizerKind>(c.optimizer);
     cfg.data.train = "unused";
     cfg.validate();
     Trainer tr(cfg);

@@ -1,10 +1,10 @@
 // gemm_bf16.cpp: cached oneDNN bf16 matmul primitives (see gemm_bf16.h).
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_timing.h"  // GemmTimeScope
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>  // std::max
-#include <chrono>     // std::chrono::steady_clock
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -173,21 +173,6 @@ const char* bf16_gemm_isa() {
   if (isa_has(dnnl::cpu_isa::avx512_core_bf16)) return "AVX-512 BF16";
   if (isa_has(dnnl::cpu_isa::avx512_core)) return "AVX-512 without BF16 (oneDNN emulates bf16)";
   return "no AVX-512 (bf16 operands widened to fp32 for sgemm)";
-}
-
-double measure_bf16_gemm_peak_gflops() {
-  const int M = 1024, K = 768, N = 3072;
-  std::vector<bf16_t> a(static_cast<size_t>(M) * K, f32_to_bf16_rne(0.01f)),
-      b(static_cast<size_t>(K) * N, f32_to_bf16_rne(0.02f));
-  std::vector<float> c(static_cast<size_t>(M) * N);
-  double best = 0;
-  for (int rep = 0; rep < 8; rep++) {
-    auto t0 = std::chrono::steady_clock::now();
-    gemm_bf16(false, false, M, N, K, a.data(), b.data(), nullptr, c.data(), false);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) best = std::max(best, 2.0 * M * N * K / s / 1e9);  // the first run creates the primitive
-  }
-  return best;
 }
 
 }  // namespace ms

@@ -1,10 +1,10 @@
 // matmul.cpp: oneDNN-backed GEMMs for the linear layers (see matmul.h).
 #include "kernels/matmul.h"
+#include "kernels/gemm_timing.h"  // GemmTimeScope
 
 #include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm
 
 #include <algorithm>  // std::max
-#include <chrono>     // std::chrono::steady_clock
 #include <vector>
 
 #include "base/check.h"  // MS_CHECK
@@ -56,32 +56,5 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) add_column_sums(dbias, dout, N, OC);
 }
-
-double measure_sgemm_peak_gflops() {
-  // Shapes of a GPT-2-small MLP GEMM at 1024 rows: (1024 x 768) @ (768 x 3072).
-  const int M = 1024, K = 768, N = 3072;
-  std::vector<float> a(static_cast<size_t>(M) * K, 0.01f), b(static_cast<size_t>(K) * N, 0.02f),
-      c(static_cast<size_t>(M) * N);
-  double best = 0;
-  for (int rep = 0; rep < 8; rep++) {
-    auto t0 = std::chrono::steady_clock::now();
-    sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) best = std::max(best, 2.0 * M * N * K / s / 1e9);  // first run warms up
-  }
-  return best;
-}
-
-// ---- GEMM time accounting (benchmarks only; off by default) ----
-namespace {
-bool g_gemm_timing = false;
-double g_gemm_seconds = 0;
-}  // namespace
-
-void set_gemm_timing(bool on) { g_gemm_timing = on; }
-bool gemm_timing_enabled() { return g_gemm_timing; }
-double gemm_seconds() { return g_gemm_seconds; }
-void reset_gemm_seconds() { g_gemm_seconds = 0; }
-void add_gemm_seconds(double s) { g_gemm_seconds += s; }
 
 }  // namespace ms

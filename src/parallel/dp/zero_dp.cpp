@@ -4,33 +4,35 @@
 #include <algorithm>
 #include <cstring>
 
-#include "optim/adamw.h"      // adamw_update
 #include "base/check.h"
 #include "optim/decay_policy.h"  // optimizer_tensors
 #include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
-#include "optim/lamb.h"       // lamb_compute_update, lamb_apply_update
 #include "base/clock.h"      // steady_ns
 #include "obs/trace_sink.h"  // TraceScope
 
 namespace ms {
 
 namespace {
+// This rank's pieces of every tensor, as optimizer views into the shard buffers.
+std::vector<ParamTensor> piece_views(const DpBucketLayout& layout) {
+  std::vector<ParamTensor> v;
+  for (const DpPiece& p : layout.pieces()) v.push_back(p.view);
+  return v;
+}
+
 size_t bucket_elems(const Config& cfg) {
   return std::max<size_t>(1, static_cast<size_t>(cfg.parallel.bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
 }
 }  // namespace
 
 ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& cfg)
-    : model_(model), comm_(dp), ocfg_(cfg.optim), overlap_(cfg.parallel.overlap),
+    : model_(model), comm_(dp), overlap_(cfg.parallel.overlap),
       layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(cfg),
-              optimizer_tensors(model.param_specs(), cfg.optim)) {
+              optimizer_tensors(model.param_specs(), cfg.optim)),
+      optimizer_(cfg.optim, piece_views(layout_), layout_.local_size()) {
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
-  for (const DpPiece& p : layout_.pieces()) views_.push_back(p.view);
   shard_params_.resize(local);
   shard_grads_.resize(local);
-  m_.resize(local);
-  v_.resize(local);
-  if (ocfg_.name == "lamb") update_.resize(local);
   size_t stage = 0;
   for (size_t b = 0; b < nb; b++)
     if (staged(b)) stage = std::max(stage, layout_.buckets()[b].padded(comm_.size()));
@@ -38,8 +40,7 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
   rs_.resize(nb);
   ag_.resize(nb);
   ag_pending_.assign(nb, 0);
-  const size_t nt = layout_.num_tensors(), np = views_.size();
-  piece_w_.resize(np); piece_r_.resize(np);
+  const size_t nt = layout_.num_tensors();
   sums_in_.resize(2 * nt); sums_out_.resize(2 * nt);
   xchg_.resize(static_cast<size_t>(comm_.size()) * 2 * std::max<size_t>(2 * nt, 1));
   // The shard of the initial weights (identical on every rank: same seed).
@@ -48,6 +49,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
     const size_t lo = layout_.owned_lo(b), hi = layout_.owned_hi(b);
     std::copy(P + lo, P + hi, shard_params_.data() + layout_.buckets()[b].local);
   }
+  if (cfg.optim.name == OptimizerKind::kLamb)
+    optimizer_.set_norm_reduce([this](double* w_sq, double* r_sq) { reduce_lamb_norms(w_sq, r_sq); });
   model_.set_grad_ready_hook([this](size_t lo, size_t hi) { on_grad_ready(lo, hi); });
   model_.set_param_wait_hook([this](size_t lo, size_t hi) { on_param_wait(lo, hi); });
 }
@@ -136,40 +139,31 @@ double ZeroDataParallel::sum_across_ranks(double v) {
 
 double ZeroDataParallel::grad_sq_sum() {
   double mine = 0;
-  for (const ParamTensor& p : views_) mine += ms::grad_sq_sum(shard_grads_.data() + p.offset, p.numel);
+  for (const ParamTensor& p : optimizer_.tensors()) mine += ms::grad_sq_sum(shard_grads_.data() + p.offset, p.numel);
   return sum_across_ranks(mine);
 }
 
 void ZeroDataParallel::optimizer_step(float lr, float grad_scale) {
   TraceScope span("optimizer");
-  t_++;
-  const AdamHyper h{ocfg_.beta1, ocfg_.beta2, ocfg_.eps, ocfg_.weight_decay};
-  const float gs = grad_scale;  // clip_scale: in (0, 1]
-  if (ocfg_.name != "lamb") {  // the clipping scale is fused into the update
-    adamw_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), views_, lr, t_, h, gs);
-    return;
-  }
-  if (gs != 1.0f)
-    for (const ParamTensor& p : views_) scale_inplace(shard_grads_.data() + p.offset, p.numel, gs);
-  const LambHyper lh{h, ocfg_.max_trust, true};
-  std::fill(piece_w_.begin(), piece_w_.end(), 0.0);
-  std::fill(piece_r_.begin(), piece_r_.end(), 0.0);
-  lamb_compute_update(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(), update_.data(), views_, t_,
-                      lh, piece_w_.data(), piece_r_.data());
+  // The bf16 weight copy is not written here: the all-gather delivers fp32 weights and the next
+  // forward converts them range by range as they arrive (model/gpt.h).
+  optimizer_.step(shard_params_.data(), shard_grads_.data(), lr, grad_scale);
+}
+
+void ZeroDataParallel::reduce_lamb_norms(double* w_sq, double* r_sq) {
   // Whole-tensor norms: this rank's pieces per tensor, then all ranks, in rank order.
   const size_t nt = layout_.num_tensors();
   std::fill(sums_in_.begin(), sums_in_.end(), 0.0);
   const auto& pieces = layout_.pieces();
   for (size_t i = 0; i < pieces.size(); i++) {
-    sums_in_[pieces[i].tensor] += piece_w_[i];
-    sums_in_[nt + pieces[i].tensor] += piece_r_[i];
+    sums_in_[pieces[i].tensor] += w_sq[i];
+    sums_in_[nt + pieces[i].tensor] += r_sq[i];
   }
   exchange(sums_in_.data(), sums_out_.data(), 2 * nt);
   for (size_t i = 0; i < pieces.size(); i++) {
-    piece_w_[i] = sums_out_[pieces[i].tensor];
-    piece_r_[i] = sums_out_[nt + pieces[i].tensor];
+    w_sq[i] = sums_out_[pieces[i].tensor];
+    r_sq[i] = sums_out_[nt + pieces[i].tensor];
   }
-  lamb_apply_update(shard_params_.data(), update_.data(), views_, lr, lh, piece_w_.data(), piece_r_.data());
 }
 
 void ZeroDataParallel::start_param_all_gather() {
@@ -212,8 +206,7 @@ void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
 }
 
 size_t ZeroDataParallel::state_bytes() const {
-  return (shard_params_.size() + shard_grads_.size() + m_.size() + v_.size() + update_.size() + staging_.size()) *
-         sizeof(float);
+  return (shard_params_.size() + shard_grads_.size() + staging_.size()) * sizeof(float) + optimizer_.state_bytes();
 }
 
 }  // namespace ms

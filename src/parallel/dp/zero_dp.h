@@ -20,6 +20,7 @@
 #include "base/aligned.h"     // AlignedBuffer
 #include "comm/communicator.h"        // Communicator, CommWork
 #include "config/config.h"      // Config
+#include "optim/optimizer.h"  // Optimizer
 #include "parallel/dp/dp_buckets.h"  // DpBucketLayout
 #include "model/gpt.h"         // GPT
 
@@ -44,7 +45,7 @@ class ZeroDataParallel {
 
   // Sum of one value per rank, added in rank order (bit-identical on every rank).
   double sum_across_ranks(double v);
-  int steps_taken() const { return t_; }
+  int steps_taken() const { return optimizer_.steps_taken(); }
   double exposed_seconds() const { return exposed_s_; }
   void reset_exposed_seconds() { exposed_s_ = 0; }
   const DpBucketLayout& layout() const { return layout_; }
@@ -57,21 +58,20 @@ class ZeroDataParallel {
   void on_param_wait(size_t lo, size_t hi);
   bool staged(size_t b) const;  // padded bucket that would read/write past the buffer
   void exchange(const double* mine, double* total, size_t n);  // per-element rank-order sums
+  void reduce_lamb_norms(double* w_sq, double* r_sq);          // pieces -> whole tensors
 
   GPT& model_;
   Communicator& comm_;
-  OptimConfig ocfg_;
   bool overlap_;
   DpBucketLayout layout_;
-  std::vector<ParamTensor> views_;  // pieces as optimizer tensors (local offsets)
-  AlignedBuffer<float> shard_params_, shard_grads_, m_, v_, update_, staging_;
+  Optimizer optimizer_;  // over this rank's pieces (local offsets), optimizer state for the shard only
+  AlignedBuffer<float> shard_params_, shard_grads_, staging_;
   std::vector<CommWork> rs_, ag_;
   std::vector<char> ag_pending_;
   size_t next_rs_ = 0;
   bool armed_ = false;
-  int t_ = 0;
   double exposed_s_ = 0;
-  std::vector<double> piece_w_, piece_r_, sums_in_, sums_out_;  // LAMB norms: per piece, per tensor (w then r)
+  std::vector<double> sums_in_, sums_out_;  // LAMB norms per tensor (w then r)
   AlignedBuffer<float> xchg_;  // all-gather buffer for exchange()
 };
 

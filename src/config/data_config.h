@@ -1,0 +1,19 @@
+// data_config: the [data] section of the config tree: where the tokens come from.
+// Fields are declared once, in the X-macro list below (X(type, name, default, doc)); config.h builds
+// loading, overrides, help, the resolved dump and validation from it.
+#pragma once
+#include <string>
+
+#include "config/config_enum.h"  // MS_CONFIG_ENUM, MS_DECLARE_FIELD
+
+namespace ms {
+
+#define MS_DATA_FIELDS(X)                                                                          \
+  X(std::string, train, "", "training shards: a file, a directory or a glob (llm.c .bin shards or Megatron .bin/.idx prefixes)") \
+  X(std::string, val, "", "validation shards (same forms as data.train); empty = no validation")   \
+  X(bool, shuffle, true, "shuffle training samples (order is a pure function of seed, epoch, index)") \
+  X(std::string, tokenizer_dir, "", "folder with GPT-2's encoder.json and vocab.bpe (empty = the one setup installs)")
+
+struct DataConfig { MS_DATA_FIELDS(MS_DECLARE_FIELD) };
+
+}  // namespace ms

@@ -1,0 +1,31 @@
+// parallel_config: the [parallel] section of the config tree: the layout of ranks and the collectives' engine.
+// Fields are declared once, in the X-macro list below (X(type, name, default, doc)); config.h builds
+// loading, overrides, help, the resolved dump and validation from it.
+#pragma once
+#include <string>
+
+#include "config/config_enum.h"  // MS_CONFIG_ENUM, MS_DECLARE_FIELD
+
+namespace ms {
+
+// parallel.backend: the collectives' engine.
+enum class BackendChoice : uint8_t { kAuto, kGloo, kMpi };
+MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kGloo, "gloo"}, {BackendChoice::kMpi, "mpi"})
+
+// [parallel]: how ranks split the work. World size = tp * dp * pp (the launcher's WORLD_SIZE or
+// mpirun's -np). Data parallelism is ZeRO-2: gradients reduce-scattered in buckets during backward,
+// optimizer state and the update sharded, parameters all-gathered bucket by bucket.
+#define MS_PARALLEL_FIELDS(X)                                                                      \
+  X(int, dp, 0, "data-parallel ranks (0 = world size / (tp * pp))")                                \
+  X(int, tp, 1, "tensor-parallel ranks (1 only, for now)")                                         \
+  X(int, pp, 1, "pipeline-parallel ranks (1 only, for now)")                                       \
+  X(std::string, order, "tp-dp-pp", "rank grid order, innermost first: a TP group is consecutive ranks") \
+  X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
+  X(float, bucket_mb, 4.0f, "gradient bucket size in MiB (reduce-scatter / all-gather granularity)") \
+  X(bool, overlap, true, "overlap reduce-scatters with backward and all-gathers with the next step (false: after backward / before forward, for comparison)") \
+  X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")            \
+  X(bool, trace, false, "write a per-rank Chrome trace (out_dir/trace_rank<r>.json) of compute and communication")
+
+struct ParallelConfig { MS_PARALLEL_FIELDS(MS_DECLARE_FIELD) };
+
+}  // namespace ms

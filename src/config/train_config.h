@@ -1,0 +1,36 @@
+// train_config: the [train] section of the config tree: batch shape, steps, precision, run directory.
+// Fields are declared once, in the X-macro list below (X(type, name, default, doc)); config.h builds
+// loading, overrides, help, the resolved dump and validation from it.
+#pragma once
+#include <string>
+
+#include "config/config_enum.h"  // MS_CONFIG_ENUM, MS_DECLARE_FIELD
+#include "base/dtype.h"  // DType (train.precision)
+
+namespace ms {
+
+// train.precision: the GEMMs' element type, DType::kF32 or DType::kBF16 (base/dtype.h spells them).
+MS_CONFIG_ENUM(DType, {DType::kF32, "fp32"}, {DType::kBF16, "bf16"})
+// train.progress: how the run shows its steps.
+enum class ProgressMode : uint8_t { kAuto, kBar, kLines };
+MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar, "bar"}, {ProgressMode::kLines, "lines"})
+
+#define MS_TRAIN_FIELDS(X)                                                                         \
+  X(int, steps, 1000, "optimizer steps to train")                                                 \
+  X(int, batch_size, 8, "micro-batch size B (sequences per forward/backward)")                     \
+  X(int, seq_len, 256, "sequence length T (<= model.max_seq_len)")                                \
+  X(int, grad_accum, 1, "micro-batches accumulated per optimizer step (per data-parallel rank)")  \
+  X(int, global_batch, 0, "sequences per optimizer step over all ranks (0 = batch_size * grad_accum * dp); when set, grad_accum = global_batch / (dp * batch_size)") \
+  X(int, seed, 1337, "seed of weight init, data order and sampling")                               \
+  X(int, eval_every, 100, "validation loss every N steps (0 = only at the end)")                   \
+  X(int, eval_batches, 20, "micro-batches per validation")                                        \
+  X(int, sample_tokens, 64, "tokens of text generated at the end (0 = none)")                      \
+  X(std::string, out_dir, "runs/default", "run directory: log.jsonl, resolved config, final model") \
+  X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
+  X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs)") \
+  X(DType, precision, DType::kF32, "GEMM precision: 'fp32', or 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32)") \
+  X(ProgressMode, progress, ProgressMode::kAuto, "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")
+
+struct TrainConfig { MS_TRAIN_FIELDS(MS_DECLARE_FIELD) };
+
+}  // namespace ms
