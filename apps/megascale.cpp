@@ -12,6 +12,7 @@
 #include <fmt/format.h>  // fmt::print
 
 #include "base/check.h"    // ms::Error
+#include "base/log.h"      // ms::logger
 #include "bench_comm.h"     // CommBenchOptions, run_comm_bench, run_comm_bench_worker
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
 #include "launch/launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
@@ -150,11 +151,8 @@ int main(int argc, char** argv) {
     float loss = ms::run_training(cfg);
     fmt::print("final loss {:.4f}\n", loss);
     return 0;
-  } catch (const ms::Error& e) {
-    fmt::print(stderr, "megascale: error: {}\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "megascale: error: {}\n", e.what());
+  } catch (const std::exception& e) {  // ms::Error and anything else: one line, exit 1
+    ms::logger().error("{}", e.what());
     return 1;
   }
 }

@@ -5,13 +5,13 @@
 
 #include <algorithm>  // std::max, std::min
 #include <chrono>
-#include <cstdio>  // std::fprintf
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>  // fmt::format
 
 #include "base/atomic_file.h"     // write_file_atomic
+#include "base/log.h"             // logger
 #include "base/thread_pin.h"      // pin_omp_threads
 #include "comm/comm_env.h"        // CommEnv
 #include "comm/rank_grid.h"       // RankGrid
@@ -114,7 +114,7 @@ float run_training(const Config& cfg_in) {
       try {
         fs::create_directories(out_dir);
         write_comm_trace(path);
-        std::fprintf(stderr, "megascale: rank %d: communication trace written to %s\n", rank, path.c_str());
+        logger().error("rank {}: communication trace written to {}", rank, path);
       } catch (const std::exception&) {
       }
       throw;

@@ -1,6 +1,8 @@
 // safetensors.cpp: see safetensors.h.
 #include "base/safetensors.h"
 
+#include <optional>
+
 #include <cstring>  // std::memcpy
 #include <fstream>  // std::ifstream, std::ofstream
 #include <filesystem>
@@ -12,6 +14,10 @@
 
 namespace ms {
 
+namespace {
+bool supported(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kF64; }
+}  // namespace
+
 size_t StTensor::numel() const {
   size_t n = 1;
   for (auto d : shape) n *= static_cast<size_t>(d);
@@ -21,8 +27,8 @@ size_t StTensor::numel() const {
 std::vector<double> StTensor::to_f64() const {
   std::vector<double> out(numel());
   for (size_t i = 0; i < out.size(); i++) {
-    if (dtype == "F32") out[i] = f32()[i];
-    else if (dtype == "I32") out[i] = i32()[i];
+    if (dtype == DType::kF32) out[i] = f32()[i];
+    else if (dtype == DType::kI32) out[i] = i32()[i];
     else out[i] = reinterpret_cast<const double*>(bytes.data())[i];
   }
   return out;
@@ -34,22 +40,22 @@ const StTensor& StFile::at(const std::string& name) const {
   return it->second;
 }
 
-static StTensor make(std::string dtype, std::vector<int64_t> shape, const void* data) {
-  StTensor t{std::move(dtype), std::move(shape), {}};
+static StTensor make(DType dtype, std::vector<int64_t> shape, const void* data) {
+  StTensor t{dtype, std::move(shape), {}};
   t.bytes.resize(t.numel() * 4);
   if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
   return t;
 }
-StTensor st_f32(std::vector<int64_t> shape, const float* data) { return make("F32", std::move(shape), data); }
-StTensor st_i32(std::vector<int64_t> shape, const int32_t* data) { return make("I32", std::move(shape), data); }
+StTensor st_f32(std::vector<int64_t> shape, const float* data) { return make(DType::kF32, std::move(shape), data); }
+StTensor st_i32(std::vector<int64_t> shape, const int32_t* data) { return make(DType::kI32, std::move(shape), data); }
 
 void save_safetensors(const std::string& path, const StFile& file) {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& [name, t] : file.tensors) {
-    MS_CHECK(t.dtype == "F32" || t.dtype == "I32" || t.dtype == "F64", "{}: tensor '{}': unsupported dtype {}", path, name, t.dtype);
+    MS_CHECK(supported(t.dtype), "{}: tensor '{}': unsupported dtype {}", path, name, safetensors_dtype(t.dtype));
     MS_CHECK(t.bytes.size() == t.numel() * t.elem_size(), "{}: tensor '{}': {} bytes for shape of {} elements", path, name, t.bytes.size(), t.numel());
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
@@ -85,8 +91,10 @@ StFile load_safetensors(const std::string& path) {
       continue;
     }
     StTensor t;
-    t.dtype = v.at("dtype").get<std::string>();
-    MS_CHECK(t.dtype == "F32" || t.dtype == "I32" || t.dtype == "F64", "{}: tensor '{}': unsupported dtype {}", path, name, t.dtype);
+    const std::string dt = v.at("dtype").get<std::string>();
+    const std::optional<DType> d = dtype_from_safetensors(dt);
+    MS_CHECK(d && supported(*d), "{}: tensor '{}': unsupported dtype {} (F32, I32 or F64)", path, name, dt);
+    t.dtype = *d;
     t.shape = v.at("shape").get<std::vector<int64_t>>();
     auto offs = v.at("data_offsets").get<std::vector<uint64_t>>();
     MS_CHECK(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size,

@@ -1,6 +1,7 @@
 // safetensors: reader and writer of the safetensors format (8-byte little-endian header length,
 // a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {...}}, then raw bytes),
-// for F32, I32 and F64 tensors. Files are written to a temporary name and renamed, so a reader never
+// for F32, I32 and F64 tensors (element types are base/dtype.h's DType; the header spells them
+// with safetensors_dtype()). Files are written to a temporary name and renamed, so a reader never
 // sees a half-written file. Reading validates the header against the file size and names the
 // file and tensor in every error.
 #pragma once
@@ -9,14 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"  // DType
+
 namespace ms {
 
 struct StTensor {
-  std::string dtype;          // "F32", "I32" or "F64"
+  DType dtype = DType::kF32;  // kF32, kI32 or kF64
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes; // raw little-endian data
   size_t numel() const;
-  size_t elem_size() const { return dtype == "F64" ? 8 : 4; }
+  size_t elem_size() const { return dtype_size(dtype); }
   // Any dtype as doubles (for comparisons in tests and tools).
   std::vector<double> to_f64() const;
   const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }

@@ -4,11 +4,11 @@
 #include <algorithm>  // std::min, std::copy
 #include <cmath>      // std::sqrt, std::log, std::cos
 #include <cstring>    // std::memcpy
-#include <cstdio>     // std::fprintf
 
 #include "kernels/attention.h"      // attention_forward, attention_backward
 #include "base/check.h"          // MS_CHECK
 #include "base/cpu_features.h"   // cpu_has_amx_bf16
+#include "base/log.h"            // logger
 #include "kernels/bf16_convert.h"  // f32_to_bf16
 #include "kernels/cross_entropy.h"  // softmax_cross_entropy_forward_backward
 #include "kernels/gelu.h"           // bias_gelu_forward, bias_gelu_backward
@@ -38,8 +38,8 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision)
     static bool noticed = false;  // one line per process
     if (!bf16_gemm_uses_amx() && !noticed) {
       noticed = true;
-      std::fprintf(stderr, "megascale: note: precision=bf16 without AMX-BF16 (oneDNN: %s); bf16 GEMMs "
-                   "fall back to slower kernels, results agree within bf16 rounding\n", bf16_gemm_isa());
+      logger().info("precision=bf16 without AMX-BF16 (oneDNN: {}); bf16 GEMMs fall back to slower kernels, "
+                    "results agree within bf16 rounding", bf16_gemm_isa());
     }
   }
 }

@@ -75,7 +75,7 @@ void import_hf(GPT& model, const std::string& dir) {
     auto it = f.tensors.find(s.name);
     MS_CHECK(it != f.tensors.end(), "{}: missing tensor '{}'", path, s.name);
     const StTensor& t = it->second;
-    MS_CHECK(t.dtype == "F32", "{}: tensor '{}' has dtype {}, expected F32", path, s.name, t.dtype);
+    MS_CHECK(t.dtype == DType::kF32, "{}: tensor '{}' has dtype {}, expected F32", path, s.name, safetensors_dtype(t.dtype));
     std::vector<int64_t> want(s.shape.begin(), s.shape.end());
     if (is_conv1d(s)) std::swap(want[0], want[1]);
     if (s.name == "transformer.wte.weight") want[0] = cfg.vocab_size;
