@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>   // CLI::App
 #include <fmt/format.h>  // fmt::print
+#include <fmt/ranges.h>  // fmt::join
 
 #include "base/check.h"    // ms::Error
 #include "base/log.h"      // ms::logger
@@ -47,8 +48,13 @@ void add_train(CLI::App& app, TrainArgs& args, const std::vector<ms::FieldInfo>&
   args.values.resize(fields.size());
   for (size_t i = 0; i < fields.size(); i++) {
     const auto& f = fields[i];
+    const std::string type = f.type == "choice"   ? fmt::format("{{{}}}", fmt::join(f.choices, ","))
+                             : f.type == "string" ? "TEXT"
+                             : f.type == "bool"   ? "BOOL"
+                             : f.type == "int"    ? "INT"
+                                                  : "FLOAT";
     cmd->add_option("--" + f.key, args.values[i], fmt::format("{} (default: {})", f.doc, f.value))
-        ->type_name(f.type == "string" ? "TEXT" : (f.type == "bool" ? "BOOL" : (f.type == "int" ? "INT" : "FLOAT")))
+        ->type_name(type)
         ->group(f.key.substr(0, f.key.find('.')));
   }
 }

@@ -112,9 +112,10 @@ std::vector<FieldInfo> list_fields(const Config& c) {
   std::vector<FieldInfo> out;
   visit(c, [&](const char* key, const auto& v, const char* doc) {
     using T = std::decay_t<decltype(v)>;
-    std::string d = doc;
-    if constexpr (is_config_enum<T>::value) d += " (" + config_choices<T>() + ")";
-    out.push_back({key, type_name<T>(), to_text(v), d});
+    FieldInfo info{key, type_name<T>(), to_text(v), doc, {}};
+    if constexpr (is_config_enum<T>::value)
+      for (const auto& [e, name] : ConfigEnum<T>::values()) info.choices.push_back(name);
+    out.push_back(std::move(info));
   });
   return out;
 }

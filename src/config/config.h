@@ -38,9 +38,10 @@ struct Config {
 // One field of the tree, for help text and generic visitation.
 struct FieldInfo {
   std::string key;    // "model.n_layer"
-  std::string type;   // "int", "float", "bool", "string"
+  std::string type;   // "int", "float", "bool", "string", "choice"
   std::string value;  // current value as text
   std::string doc;
+  std::vector<std::string> choices;  // "choice" fields: the allowed values
 };
 std::vector<FieldInfo> list_fields(const Config& c);
 
