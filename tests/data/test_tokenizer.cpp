@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "data/prepare.h"  // brown_detokenize
+#include "data/brown.h"  // brown_detokenize
 #include "data/tokenizer.h"
 
 namespace fs = std::filesystem;
