@@ -468,6 +468,32 @@ TEST_F(DataTest, PrefetchEqualsSynchronousAndResumeIsExact) {
   expect_error([&] { pre.set_position({0, N}); }, {"data.train", "an epoch has"});
 }
 
+TEST_F(DataTest, DataParallelSlicesTogetherReadTheUnslicedStream) {
+  // dp loaders with set_dp_slice(r, dp): step k of rank r is samples [(k*dp + r)*B, (k*dp + r + 1)*B)
+  // of the stream one loader without a slice reads, across epoch boundaries and with prefetching.
+  const int T = 16, B = 3;
+  Fixture fx = make_sources(dir_, T, 8);
+  for (int dp : {1, 2, 3}) {
+    SCOPED_TRACE("dp=" + std::to_string(dp));
+    DataLoader whole(fx.paths, B, T, kV, 5, true, "data.train", false);
+    const size_t steps = 2 * fx.samples.size() / (B * dp) + 1;  // > 2 epochs
+    auto want = take(whole, steps * dp);
+    for (int r = 0; r < dp; ++r) {
+      DataLoader slice(fx.paths, B, T, kV, 5, true, "data.train", r % 2 == 0);
+      slice.set_dp_slice(r, dp);
+      auto got = take(slice, steps);
+      for (size_t k = 0; k < steps; ++k)
+        for (int b = 0; b < B; ++b)
+          ASSERT_EQ(got[k * B + b], want[(k * dp + r) * B + b]) << "rank " << r << " step " << k << " row " << b;
+      // Positions are positions in the shared stream.
+      EXPECT_EQ(slice.position(), whole.position());
+    }
+  }
+  DataLoader dl(fx.paths, B, T, kV, 5, true, "data.train", false);
+  expect_error([&] { dl.set_dp_slice(2, 2); }, {"data.train", "data-parallel slice 2 of 2"});
+  expect_error([&] { dl.set_dp_slice(0, 0); }, {"data.train", "data-parallel slice 0 of 0"});
+}
+
 TEST_F(DataTest, PathExpansionAndErrors) {
   const int T = 8;
   Rng rng{8};
