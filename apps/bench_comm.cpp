@@ -1,4 +1,4 @@
-// comm_bench: see comm_bench.h.
+// bench_comm: see bench_comm.h.
 #include "bench_comm.h"
 
 #include <unistd.h>  // getpid
@@ -11,8 +11,11 @@
 #include <limits>
 #include <sstream>
 
+#include <CLI/CLI.hpp>  // CLI::AsSizeValue, CLI::detail::lexical_cast
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include "base/check.h"
 #include "comm/comm_env.h"       // CommEnv
@@ -29,24 +32,46 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// One size of --sizes: digits, optionally followed by a unit (CLI11's size units, binary: K = KiB,
+// M = MiB, ..., case-insensitive, "KiB"/"kb"/"B" spellings too). The digits are checked here so that
+// CLI11 sees a plain decimal (no sign, no 0x, no octal leading zero); CLI11 applies the unit and
+// rejects a product that overflows 64 bits.
 size_t parse_one_size(const std::string& s) {
   MS_CHECK(!s.empty(), "empty size in --sizes");
-  size_t pos = 0;
-  unsigned long long v = 0;
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') digits++;
+  size_t unit = digits;
+  while (unit < s.size() && s[unit] == ' ') unit++;
+  const bool letters_only = std::all_of(s.begin() + (std::ptrdiff_t)unit, s.end(),
+                                        [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); });
+  MS_CHECK(digits > 0 && letters_only, "bad size '{}' in --sizes (expected e.g. 4096, 4K, 64M)", s);
+  size_t lead = 0;
+  while (lead + 1 < digits && s[lead] == '0') lead++;  // "0064K" -> "64K" (not octal)
+  MS_CHECK(digits - lead <= 19, "size '{}' in --sizes is too large", s);  // strtoull would saturate
+  std::string value = s.substr(lead);
   try {
-    v = std::stoull(s, &pos);
-  } catch (const std::exception&) {
-    MS_FAIL("bad size '{}' in --sizes (expected e.g. 4096, 4K, 64M)", s);
+    static const CLI::AsSizeValue kSize(/*kb_is_1000=*/false);
+    const std::string error = kSize(value);  // rewrites value to the byte count
+    MS_CHECK(error.empty(), "bad size '{}' in --sizes: {}", s, error);
+  } catch (const CLI::Error& e) {
+    MS_FAIL("bad size '{}' in --sizes: {}", s, e.what());
   }
-  const std::string unit = s.substr(pos);
-  size_t mul = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") mul = size_t(1) << 10;
-  else if (unit == "M" || unit == "MiB") mul = size_t(1) << 20;
-  else if (unit == "G" || unit == "GiB") mul = size_t(1) << 30;
-  else MS_CHECK(unit.empty() || unit == "B", "bad unit in size '{}' (use K, M or G)", s);
-  const size_t bytes = (size_t)v * mul;
+  uint64_t bytes = 0;
+  MS_CHECK(CLI::detail::lexical_cast(value, bytes), "bad size '{}' in --sizes", s);
   MS_CHECK(bytes > 0 && bytes % 4 == 0, "size '{}' must be a positive multiple of 4 bytes (fp32)", s);
-  return bytes;
+  MS_CHECK(bytes <= std::numeric_limits<size_t>::max(), "size '{}' in --sizes is too large", s);
+  return (size_t)bytes;
+}
+
+// Progress and failure notices on stderr, "bench comm: <message>" (spdlog, not registered globally).
+spdlog::logger& bench_log() {
+  static const std::shared_ptr<spdlog::logger> logger = [] {
+    auto l = std::make_shared<spdlog::logger>("bench comm", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_pattern("%n: %v");
+    l->flush_on(spdlog::level::info);
+    return l;
+  }();
+  return *logger;
 }
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -149,7 +174,11 @@ std::vector<size_t> parse_byte_sizes(const std::string& spec) {
   if (dots != std::string::npos) {
     const size_t lo = parse_one_size(spec.substr(0, dots)), hi = parse_one_size(spec.substr(dots + 2));
     MS_CHECK(lo <= hi, "--sizes {}: the first size is larger than the last", spec);
-    for (size_t s = lo; s <= hi; s *= 4) out.push_back(s);
+    // Powers of 4 from lo while <= hi; the test before multiplying keeps s * 4 from overflowing.
+    for (size_t s = lo;; s *= 4) {
+      out.push_back(s);
+      if (s > hi / 4) break;
+    }
   } else {
     std::stringstream ss(spec);
     std::string item;
@@ -250,7 +279,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
     for (int n : opt.ranks) {
       const bool bandwidth = &store == &opt.stores.front() && (opt.bandwidth_all || n == smallest);
       const std::string out = (tmp / fmt::format("run{}.json", run++)).string();
-      fmt::print(stderr, "bench comm: {} ranks, gloo, {} store{}\n", n, store, bandwidth ? ", bandwidth" : "");
+      bench_log().info("{} ranks, gloo, {} store{}", n, store, bandwidth ? ", bandwidth" : "");
       LaunchOptions lo;
       lo.nproc = n;
       lo.store = store;
@@ -258,7 +287,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
       lo.command = worker_args(bandwidth, out);
       const LaunchResult r = run_launcher(lo);
       if (r.exit_code != 0) {
-        fmt::print(stderr, "bench comm: {} ranks on the {} store failed: {}\n", n, store, r.failure);
+        bench_log().error("{} ranks on the {} store failed: {}", n, store, r.failure);
         failures++;
         continue;
       }
@@ -274,10 +303,10 @@ int run_comm_bench(const CommBenchOptions& opt) {
       cmd += shell_quote(a);
     }
     cmd += " --backend mpi";
-    fmt::print(stderr, "bench comm: {} ranks, mpi, bandwidth\n", smallest);
+    bench_log().info("{} ranks, mpi, bandwidth", smallest);
     const int rc = std::system(cmd.c_str());
     if (rc != 0) {
-      fmt::print(stderr, "bench comm: the MPI run failed (mpirun status {})\n", rc);
+      bench_log().error("the MPI run failed (mpirun status {})", rc);
       failures++;
     } else {
       results.push_back(read_worker_json(out));

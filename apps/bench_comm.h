@@ -1,4 +1,4 @@
-// comm_bench: `megascale bench comm`, start-up and bandwidth of the communication layer.
+// bench_comm: `megascale bench comm`, start-up and bandwidth of the communication layer.
 // The parent (run_comm_bench) launches, through run_launcher, N ranks of `megascale bench comm-worker`
 // per (store, rank count). Each worker times init_world (the rendezvous) and the creation of a
 // RankGrid (tp=2, pp=2 when N >= 8, dp the rest; order tp-dp-pp), and reports the maximum over ranks.
@@ -44,8 +44,10 @@ struct CommBenchWorkerOptions {
 // One rank of the benchmark; its environment comes from the launcher (or mpirun).
 void run_comm_bench_worker(const CommBenchWorkerOptions& opt);
 
-// "4K..64M": powers of 4 from 4 KiB to 64 MiB; "4K,1M,3000": a list. Units K, M, G are binary
-// (KiB, MiB, GiB); sizes must be positive multiples of 4 bytes (fp32 elements).
+// "4K..64M": powers of 4 from 4 KiB up to at most 64 MiB; "4K,1M,3000": a list. Each size is
+// decimal digits and an optional unit parsed by CLI11 (CLI::AsSizeValue, binary: K = KiB, M = MiB,
+// G = GiB, ..., any case, "KiB" and "B" too); sizes must be positive multiples of 4 bytes (fp32
+// elements). Throws ms::Error naming the bad size, also for one that overflows 64 bits.
 std::vector<size_t> parse_byte_sizes(const std::string& spec);
 // 4096 -> "4 KiB", 1048576 -> "1 MiB", 3000 -> "3000 B".
 std::string format_bytes(size_t bytes);

@@ -64,7 +64,7 @@ float run_training(const Config& cfg_in) {
   // Data first: every shard is validated before any compute.
   DataLoader train(std::vector<std::string>{cfg.data.train}, B, T, cfg.model.vocab_size,
                    static_cast<uint64_t>(cfg.train.seed), cfg.data.shuffle, "data.train");
-  if (dp > 1) train.set_shard(dp_rank, dp);
+  if (dp > 1) train.set_dp_slice(dp_rank, dp);
   std::unique_ptr<DataLoader> val;
   if (!cfg.data.val.empty())
     val = std::make_unique<DataLoader>(std::vector<std::string>{cfg.data.val}, B, T, cfg.model.vocab_size,

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <ctime>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "kernels/attention.h"
@@ -30,8 +30,13 @@ double pairs(int T, int W) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int B = argc > 1 ? std::atoi(argv[1]) : 4, T = argc > 2 ? std::atoi(argv[2]) : 1024;
-  const int W = argc > 3 ? std::atoi(argv[3]) : 256, NH = 12, C = 768, HS = C / NH;
+  int B = 4, T = 1024, W = 256;
+  CLI::App app{"bench_attention: attention forward/backward, full causal versus a sliding window (NH=12, C=768)"};
+  app.add_option("B", B, "batch size")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  app.add_option("T", T, "sequence length")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("window", W, "sliding window (0: full causal only)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const int NH = 12, C = 768, HS = C / NH;
   std::vector<float> qkv((size_t)B * T * 3 * C), out((size_t)B * T * C), lse((size_t)B * NH * T);
   std::vector<float> dout(out.size()), dqkv(qkv.size());
   uint64_t s = 42;

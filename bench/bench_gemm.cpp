@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "kernels/matmul.h"  // ms::sgemm
 
@@ -34,7 +35,11 @@ double best_gflops(F&& run, double flops) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int N = argc > 1 ? std::atoi(argv[1]) : 1024, C = argc > 2 ? std::atoi(argv[2]) : 768;
+  int N = 1024, C = 768;
+  CLI::App app{"bench_gemm: fp32 GEMM throughput (oneDNN, and OpenBLAS when installed) on GPT-2 step shapes"};
+  app.add_option("N", N, "rows (B*T)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("C", C, "model width")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   CblasSgemm openblas = nullptr;
   if (void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL))
     openblas = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));

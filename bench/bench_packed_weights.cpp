@@ -8,10 +8,11 @@
 // Usage: bench_packed_weights [--from-bf16] [--reps N]
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,10 @@ void time_weight(dnnl::engine& eng, dnnl::stream& s, int M, int OC, int IC, int 
 int main(int argc, char** argv) {
   bool from_bf16 = false;
   int reps = 5;
-  for (int i = 1; i < argc; i++) {
-    if (!std::strcmp(argv[i], "--from-bf16")) from_bf16 = true;
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-  }
+  CLI::App app{"bench_packed_weights: plain versus pre-packed bf16 weights for GPT-2 124M GEMMs"};
+  app.add_flag("--from-bf16", from_bf16, "repack from a bf16 copy (default: from the fp32 master)");
+  app.add_option("--reps", reps, "timed repetitions per GEMM")->check(CLI::Range(1, 100000))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   const int M = 1024, C = 768, L = 12, Vp = 50304;

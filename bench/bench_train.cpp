@@ -21,12 +21,13 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <ctime>  // clock_gettime
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"    // ms::Error
@@ -211,23 +212,32 @@ std::string field_value(const ms::Config& cfg, const std::string& key, const std
   return fallback;
 }
 
-int run_train(int argc, char** argv) {
+// The benchmark's defaults on top of ms::Config's: 2 threads, no sampling, synthetic data.
+ms::Config bench_defaults() {
   ms::Config cfg;
   cfg.train.threads = 2;
   cfg.train.sample_tokens = 0;
   cfg.data.train = "(synthetic)";  // random tokens; no data file is read
+  return cfg;
+}
+
+// Parsed command line: --probe, or config overrides (one value per ms::list_fields entry, empty
+// when not given) plus --bench.warmup / --bench.steps.
+struct Args {
+  bool probe = false;
   int warmup = 2, steps = 5;
+  std::vector<ms::FieldInfo> fields;
+  std::vector<std::string> values;
+  std::vector<bool> given;
+};
+
+int run_train(const Args& args) {
+  ms::Config cfg = bench_defaults();
+  const int warmup = args.warmup, steps = args.steps;
   json out;
   try {
-    for (int i = 1; i < argc; i++) {
-      std::string a = argv[i];
-      auto eq = a.find('=');
-      MS_CHECK(a.rfind("--", 0) == 0 && eq != std::string::npos, "argument '{}': expected --section.key=value", a);
-      std::string key = a.substr(2, eq - 2), value = a.substr(eq + 1);
-      if (key == "bench.warmup") warmup = std::stoi(value);
-      else if (key == "bench.steps") steps = std::stoi(value);
-      else ms::set_field(cfg, key, value, "command line");
-    }
+    for (size_t i = 0; i < args.fields.size(); i++)
+      if (args.given[i]) ms::set_field(cfg, args.fields[i].key, args.values[i], "command line");
     MS_CHECK(steps >= 1 && warmup >= 0, "bench.steps must be >= 1 and bench.warmup >= 0");
     cfg.train.steps = warmup + steps;
     cfg.validate();
@@ -303,9 +313,40 @@ int run_train(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Args args;
+  args.fields = ms::list_fields(bench_defaults());
+  args.values.resize(args.fields.size());
+  args.given.resize(args.fields.size());
+  CLI::App app{"bench_train: training-step throughput on synthetic data (one JSON line), or --probe the machine"};
+  app.add_flag("--probe", args.probe, "measure the core clock and GEMM peaks instead");
+  std::vector<CLI::Option*> others;
+  others.push_back(app.add_option("--bench.warmup", args.warmup, "untimed steps first")->capture_default_str());
+  others.push_back(app.add_option("--bench.steps", args.steps, "timed steps")->capture_default_str());
+  for (size_t i = 0; i < args.fields.size(); i++) {
+    const ms::FieldInfo& f = args.fields[i];
+    others.push_back(app.add_option("--" + f.key, args.values[i], fmt::format("{} (default: {})", f.doc, f.value))
+                         ->group(f.key.substr(0, f.key.find('.'))));
+  }
   try {
-    if (argc == 2 && std::strcmp(argv[1], "--probe") == 0) return run_probe();
-    return run_train(argc, argv);
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Callers read one JSON line: a bad argument (e.g. a config key this build does not know) is
+    // an "error" line and status 2, like a bad config value.
+    json j;
+    j["error"] = e.what();
+    std::printf("%s\n", j.dump().c_str());
+    return 2;
+  }
+  for (size_t i = 0; i < args.fields.size(); i++) args.given[i] = app.count("--" + args.fields[i].key) > 0;
+  try {
+    if (args.probe) {
+      for (const CLI::Option* o : others)
+        MS_CHECK(o->count() == 0, "--probe takes no other argument (got {})", o->get_name());
+      return run_probe();
+    }
+    return run_train(args);
   } catch (const std::exception& e) {
     json j;
     j["error"] = e.what();

@@ -231,12 +231,13 @@ void DataLoader::advance(Position& p, uint64_t n) const {
   p.index %= num_samples_;
 }
 
-void DataLoader::set_shard(int rank, int world) {
-  MS_CHECK(world >= 1 && rank >= 0 && rank < world, "{}: shard rank {} of {} is impossible", name_, rank, world);
+void DataLoader::set_dp_slice(int dp_rank, int dp) {
+  MS_CHECK(dp >= 1 && dp_rank >= 0 && dp_rank < dp, "{}: data-parallel slice {} of {} is impossible", name_, dp_rank,
+           dp);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    shard_rank_ = rank;
-    shard_world_ = world;
+    dp_rank_ = dp_rank;
+    dp_ = dp;
   }
   set_position(position());
 }
@@ -245,7 +246,7 @@ void DataLoader::fill(Batch& b, Position pos) {
   b.inputs.resize(static_cast<size_t>(B_) * T_);
   b.targets.resize(static_cast<size_t>(B_) * T_);
   b.start = pos;
-  advance(pos, static_cast<uint64_t>(shard_rank_) * B_);
+  advance(pos, static_cast<uint64_t>(dp_rank_) * B_);
   for (int r = 0; r < B_; ++r) {
     uint64_t id = shuffle_ ? perm_for(pos.epoch)[pos.index] : pos.index;
     dataset_.read_sample(id, T_, b.inputs.data() + static_cast<size_t>(r) * T_,
@@ -255,7 +256,7 @@ void DataLoader::fill(Batch& b, Position pos) {
       ++pos.epoch;
     }
   }
-  advance(pos, static_cast<uint64_t>(shard_world_ - 1 - shard_rank_) * B_);
+  advance(pos, static_cast<uint64_t>(dp_ - 1 - dp_rank_) * B_);
   b.end = pos;
 }
 

@@ -73,14 +73,15 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Fills inputs[B*T] and targets[B*T] (row b = sample b) and advances by B samples (by world*B
-  // when sharded).
+  // Fills inputs[B*T] and targets[B*T] (row b = sample b) and advances by B samples (by dp*B
+  // with a data-parallel slice set).
   void next_batch(int* inputs, int* targets);
-  // Data-parallel sharding: the sample stream is cut into consecutive groups of world*B samples
-  // and this loader returns the rank-th B of each group, so the ranks of one step together read
-  // exactly the samples one unsharded loader would read in `world` consecutive batches. Positions
-  // stay positions in the shared stream. Call before the first next_batch (restarts prefetch).
-  void set_shard(int rank, int world);
+  // Data-parallel slice: the sample stream is cut into consecutive groups of dp*B samples and
+  // this loader returns the dp_rank-th B of each group, so the dp ranks of one step together read
+  // exactly the samples one loader without a slice would read in `dp` consecutive batches.
+  // Positions stay positions in the shared stream. Call before the first next_batch (restarts
+  // prefetch). (Not to be confused with llm.c token shard files or ZeRO's optimizer shards.)
+  void set_dp_slice(int dp_rank, int dp);
   uint64_t num_samples() const { return num_samples_; }  // samples per epoch
   Position position() const;                             // of the next batch to be returned
   void set_position(Position p);                         // exact resume (index < num_samples())
@@ -105,7 +106,7 @@ class DataLoader {
 
   TokenDataset dataset_;
   int B_, T_;
-  std::atomic<int> shard_rank_{0}, shard_world_{1};  // read by the prefetch worker
+  std::atomic<int> dp_rank_{0}, dp_{1};  // the data-parallel slice; read by the prefetch worker
   uint64_t seed_;
   bool shuffle_;
   std::string name_;

@@ -1,10 +1,11 @@
 // megatron_dataset: MMIDIDX reader (mapped, validated up front) and writer.
 #include "data/megatron_dataset.h"
 
-#include <cstdio>   // std::fopen, std::fwrite, std::rename, std::remove
-#include <cstring>  // std::memcpy, std::memcmp
-#include <limits>   // std::numeric_limits
-#include <unistd.h> // getpid, fsync
+#include <cstring>   // std::memcpy, std::memcmp
+#include <limits>    // std::numeric_limits
+#include <optional>  // std::optional
+
+#include <fmt/format.h>
 
 #include "base/atomic_file.h"  // write_file_atomic
 #include "base/check.h"
@@ -23,6 +24,19 @@ T load(const uint8_t* p) {
   return v;
 }
 
+// The element types a token id can be stored in (Megatron codes 1..5 and 8; not the floats).
+bool holds_token_ids(DType t) {
+  switch (t) {
+    case DType::kU8: case DType::kI8: case DType::kI16: case DType::kU16: case DType::kI32: case DType::kI64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// "fp32 (Megatron code 7)": a dtype as both spellings, for messages.
+std::string describe(DType t) { return fmt::format("{} (Megatron code {})", dtype_name(t), megatron_dtype_code(t)); }
+
 std::string strip_extension(const std::string& p) {
   auto ends = [&](const char* e) { return p.size() >= 4 && p.compare(p.size() - 4, 4, e) == 0; };
   return (ends(".bin") || ends(".idx")) ? p.substr(0, p.size() - 4) : p;
@@ -30,30 +44,6 @@ std::string strip_extension(const std::string& p) {
 
 
 }  // namespace
-
-const char* megatron_dtype_name(MegatronDType d) {
-  switch (d) {
-    case MegatronDType::kUint8: return "uint8";
-    case MegatronDType::kInt8: return "int8";
-    case MegatronDType::kInt16: return "int16";
-    case MegatronDType::kInt32: return "int32";
-    case MegatronDType::kInt64: return "int64";
-    case MegatronDType::kFloat64: return "float64";
-    case MegatronDType::kFloat32: return "float32";
-    case MegatronDType::kUint16: return "uint16";
-  }
-  return "unknown";
-}
-
-size_t megatron_dtype_size(MegatronDType d) {
-  switch (d) {
-    case MegatronDType::kUint8: case MegatronDType::kInt8: return 1;
-    case MegatronDType::kInt16: case MegatronDType::kUint16: return 2;
-    case MegatronDType::kInt32: case MegatronDType::kFloat32: return 4;
-    case MegatronDType::kInt64: case MegatronDType::kFloat64: return 8;
-  }
-  return 0;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Reader
@@ -74,12 +64,12 @@ void MegatronDataset::check_structure() {
            "{}: bad magic (expected \"MMIDIDX\\x00\\x00\" — is this a Megatron-LM .idx file?)", ip);
   uint64_t version = load<uint64_t>(p + 9);
   MS_CHECK(version == 1, "{}: unsupported version {} (expected 1)", ip, version);
-  uint8_t code = p[17];
-  MS_CHECK(code >= 1 && code <= 8, "{}: unknown dtype code {} (expected 1..8)", ip, code);
-  dtype_ = static_cast<MegatronDType>(code);
-  MS_CHECK(dtype_ != MegatronDType::kFloat32 && dtype_ != MegatronDType::kFloat64,
-           "{}: dtype {} cannot hold token ids", ip, megatron_dtype_name(dtype_));
-  item_ = megatron_dtype_size(dtype_);
+  const uint8_t code = p[17];
+  const std::optional<DType> dtype = dtype_from_megatron_code(code);
+  MS_CHECK(dtype.has_value(), "{}: unknown dtype code {} (expected 1..8)", ip, code);
+  dtype_ = *dtype;
+  MS_CHECK(holds_token_ids(dtype_), "{}: dtype {} cannot hold token ids", ip, describe(dtype_));
+  item_ = dtype_size(dtype_);
   num_seq_ = load<uint64_t>(p + 18);
   num_doc_idx_ = load<uint64_t>(p + 26);
   // Size check without overflow: bound the counts by the file size first.
@@ -106,7 +96,7 @@ void MegatronDataset::check_structure() {
     MS_CHECK(ptr >= 0 && static_cast<uint64_t>(ptr) <= bsz &&
                  static_cast<uint64_t>(len) * item_ <= bsz - static_cast<uint64_t>(ptr),
              "{}: sequence {} (pointer {}, {} tokens of {}) runs past the end of {} ({} bytes){}", ip,
-             i, ptr, len, megatron_dtype_name(dtype_), bp, bsz,
+             i, ptr, len, dtype_name(dtype_), bp, bsz,
              static_cast<uint64_t>(ptr) == running ? " — is the .bin truncated?" : "");
     MS_CHECK(static_cast<uint64_t>(ptr) == running,
              "{}: sequence {} pointer {} is not the end of the previous sequence ({})", ip, i, ptr,
@@ -134,13 +124,13 @@ void MegatronDataset::check_structure() {
 int64_t MegatronDataset::token_at(uint64_t i) const {
   const uint8_t* q = bin_.data() + i * item_;
   switch (dtype_) {
-    case MegatronDType::kUint8: return *q;
-    case MegatronDType::kInt8: return static_cast<int8_t>(*q);
-    case MegatronDType::kInt16: return load<int16_t>(q);
-    case MegatronDType::kUint16: return load<uint16_t>(q);
-    case MegatronDType::kInt32: return load<int32_t>(q);
-    case MegatronDType::kInt64: return load<int64_t>(q);
-    default: MS_FAIL("{}: dtype {} cannot hold token ids", bin_path(), megatron_dtype_name(dtype_));
+    case DType::kU8: return *q;
+    case DType::kI8: return static_cast<int8_t>(*q);
+    case DType::kI16: return load<int16_t>(q);
+    case DType::kU16: return load<uint16_t>(q);
+    case DType::kI32: return load<int32_t>(q);
+    case DType::kI64: return load<int64_t>(q);
+    default: MS_FAIL("{}: dtype {} cannot hold token ids", bin_path(), describe(dtype_));
   }
 }
 
@@ -164,12 +154,12 @@ void MegatronDataset::validate(int vocab_size) const {
   int64_t lo = 0, hi = 0;
   const uint8_t* b = bin_.data();
   switch (dtype_) {
-    case MegatronDType::kUint8: minmax<uint8_t>(b, num_tokens_, lo, hi); break;
-    case MegatronDType::kInt8: minmax<int8_t>(b, num_tokens_, lo, hi); break;
-    case MegatronDType::kInt16: minmax<int16_t>(b, num_tokens_, lo, hi); break;
-    case MegatronDType::kUint16: minmax<uint16_t>(b, num_tokens_, lo, hi); break;
-    case MegatronDType::kInt32: minmax<int32_t>(b, num_tokens_, lo, hi); break;
-    case MegatronDType::kInt64: minmax<int64_t>(b, num_tokens_, lo, hi); break;
+    case DType::kU8: minmax<uint8_t>(b, num_tokens_, lo, hi); break;
+    case DType::kI8: minmax<int8_t>(b, num_tokens_, lo, hi); break;
+    case DType::kI16: minmax<int16_t>(b, num_tokens_, lo, hi); break;
+    case DType::kU16: minmax<uint16_t>(b, num_tokens_, lo, hi); break;
+    case DType::kI32: minmax<int32_t>(b, num_tokens_, lo, hi); break;
+    case DType::kI64: minmax<int64_t>(b, num_tokens_, lo, hi); break;
     default: break;
   }
   if (lo >= 0 && hi < vocab_size) return;
@@ -225,10 +215,10 @@ void MegatronDataset::read_tokens(uint64_t offset, size_t count, int* out) const
            offset + count, num_tokens_);
   const uint8_t* b = bin_.data();
   switch (dtype_) {
-    case MegatronDType::kUint16:
+    case DType::kU16:
       for (size_t k = 0; k < count; ++k) out[k] = load<uint16_t>(b + 2 * (offset + k));
       break;
-    case MegatronDType::kInt32:
+    case DType::kI32:
       for (size_t k = 0; k < count; ++k) out[k] = load<int32_t>(b + 4 * (offset + k));
       break;
     default:
@@ -239,11 +229,8 @@ void MegatronDataset::read_tokens(uint64_t offset, size_t count, int* out) const
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-MegatronWriter::MegatronWriter(std::string prefix, MegatronDType dtype)
-    : prefix_(strip_extension(prefix)), dtype_(dtype) {
-  MS_CHECK(megatron_dtype_size(dtype) != 0 && dtype != MegatronDType::kFloat32 &&
-               dtype != MegatronDType::kFloat64,
-           "{}: dtype {} cannot hold token ids", prefix_, megatron_dtype_name(dtype));
+MegatronWriter::MegatronWriter(std::string prefix, DType dtype) : prefix_(strip_extension(prefix)), dtype_(dtype) {
+  MS_CHECK(holds_token_ids(dtype), "{}: dtype {} cannot hold token ids", prefix_, describe(dtype));
 }
 
 void MegatronWriter::add_sequence(const std::vector<int64_t>& tokens) {
@@ -253,20 +240,20 @@ void MegatronWriter::add_sequence(const std::vector<int64_t>& tokens) {
   auto put = [&](auto v, int64_t orig) {
     using T = decltype(v);
     MS_CHECK(static_cast<int64_t>(v) == orig, "{}: token {} does not fit dtype {}", prefix_, orig,
-             megatron_dtype_name(dtype_));
+             dtype_name(dtype_));
     size_t at = bin_.size();
     bin_.resize(at + sizeof(T));
     std::memcpy(bin_.data() + at, &v, sizeof(T));
   };
   for (int64_t t : tokens) {
     switch (dtype_) {
-      case MegatronDType::kUint8: put(static_cast<uint8_t>(t), t); break;
-      case MegatronDType::kInt8: put(static_cast<int8_t>(t), t); break;
-      case MegatronDType::kInt16: put(static_cast<int16_t>(t), t); break;
-      case MegatronDType::kUint16: put(static_cast<uint16_t>(t), t); break;
-      case MegatronDType::kInt32: put(static_cast<int32_t>(t), t); break;
-      case MegatronDType::kInt64: put(static_cast<int64_t>(t), t); break;
-      default: MS_FAIL("{}: dtype {} cannot hold token ids", prefix_, megatron_dtype_name(dtype_));
+      case DType::kU8: put(static_cast<uint8_t>(t), t); break;
+      case DType::kI8: put(static_cast<int8_t>(t), t); break;
+      case DType::kI16: put(static_cast<int16_t>(t), t); break;
+      case DType::kU16: put(static_cast<uint16_t>(t), t); break;
+      case DType::kI32: put(static_cast<int32_t>(t), t); break;
+      case DType::kI64: put(static_cast<int64_t>(t), t); break;
+      default: MS_FAIL("{}: dtype {} cannot hold token ids", prefix_, describe(dtype_));
     }
   }
   lengths_.push_back(static_cast<int32_t>(tokens.size()));
@@ -286,7 +273,7 @@ void MegatronWriter::finalize() {
     idx.insert(idx.end(), b, b + n);
   };
   uint64_t version = 1, n = lengths_.size(), d = doc_idx_.size();
-  uint8_t code = static_cast<uint8_t>(dtype_);
+  uint8_t code = megatron_dtype_code(dtype_);
   put(kIdxMagic, 9);
   put(&version, 8);
   put(&code, 1);
@@ -296,7 +283,7 @@ void MegatronWriter::finalize() {
   int64_t ptr = 0;
   for (int32_t len : lengths_) {
     put(&ptr, 8);
-    ptr += static_cast<int64_t>(len) * static_cast<int64_t>(megatron_dtype_size(dtype_));
+    ptr += static_cast<int64_t>(len) * static_cast<int64_t>(dtype_size(dtype_));
   }
   put(doc_idx_.data(), 8 * d);
   write_file_atomic(prefix_ + ".bin", {{bin_.data(), bin_.size()}});
@@ -304,7 +291,7 @@ void MegatronWriter::finalize() {
 }
 
 void write_megatron_dataset(const std::string& prefix,
-                            const std::vector<std::vector<int64_t>>& documents, MegatronDType dtype) {
+                            const std::vector<std::vector<int64_t>>& documents, DType dtype) {
   MegatronWriter w(prefix, dtype);
   for (const auto& doc : documents) {
     w.add_sequence(doc);

@@ -1,7 +1,8 @@
 // megatron_dataset: reader and writer of Megatron-LM indexed datasets (`prefix.bin` + `prefix.idx`,
 // the MMIDIDX format of megatron/core/datasets/indexed_dataset.py).
 //   .idx (little-endian): magic "MMIDIDX\0\0" (9 bytes), version uint64 = 1, dtype code uint8
-//        (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16),
+//        (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16; converted
+//        to and from ms::DType by base/dtype.h),
 //        sequence count N uint64, document-index count D uint64, lengths int32[N],
 //        byte pointers int64[N], document indices int64[D] (0, then the running sequence count at
 //        the end of each document), optionally int8[N] sequence modes (multimodal; ignored here).
@@ -17,16 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"        // DType, dtype_from_megatron_code, megatron_dtype_code
 #include "data/token_shard.h"  // MappedFile
 
 namespace ms {
-
-// Megatron's DType codes.
-enum class MegatronDType : uint8_t {
-  kUint8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat64 = 6, kFloat32 = 7, kUint16 = 8,
-};
-const char* megatron_dtype_name(MegatronDType d);
-size_t megatron_dtype_size(MegatronDType d);  // bytes per element; 0 for an unknown code
 
 class MegatronDataset {
  public:
@@ -39,7 +34,7 @@ class MegatronDataset {
   const std::string& prefix() const { return prefix_; }
   std::string bin_path() const { return prefix_ + ".bin"; }
   std::string idx_path() const { return prefix_ + ".idx"; }
-  MegatronDType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }  // an integer type (kU8, kI8, kI16, kU16, kI32, kI64)
   uint64_t num_sequences() const { return num_seq_; }
   uint64_t num_documents() const { return num_doc_idx_ - 1; }
   uint64_t num_tokens() const { return num_tokens_; }
@@ -58,7 +53,7 @@ class MegatronDataset {
   int64_t token_at(uint64_t i) const;
   std::string prefix_;
   MappedFile idx_, bin_;
-  MegatronDType dtype_ = MegatronDType::kUint16;
+  DType dtype_ = DType::kU16;
   size_t item_ = 2;
   uint64_t num_seq_ = 0, num_doc_idx_ = 0, num_tokens_ = 0;
   const uint8_t* lengths_ = nullptr;   // int32[N] (unaligned access via memcpy)
@@ -71,14 +66,15 @@ class MegatronDataset {
 // (each via a temporary file + rename). Token values must fit the dtype (checked).
 class MegatronWriter {
  public:
-  MegatronWriter(std::string prefix, MegatronDType dtype = MegatronDType::kUint16);
+  // dtype: an integer type (others are an ms::Error: they cannot hold token ids).
+  MegatronWriter(std::string prefix, DType dtype = DType::kU16);
   void add_sequence(const std::vector<int64_t>& tokens);
   void end_document();
   void finalize();
 
  private:
   std::string prefix_;
-  MegatronDType dtype_;
+  DType dtype_;
   std::vector<uint8_t> bin_;
   std::vector<int32_t> lengths_;
   std::vector<int64_t> doc_idx_{0};
@@ -87,6 +83,6 @@ class MegatronWriter {
 
 // Convenience: one sequence per document.
 void write_megatron_dataset(const std::string& prefix, const std::vector<std::vector<int64_t>>& documents,
-                            MegatronDType dtype = MegatronDType::kUint16);
+                            DType dtype = DType::kU16);
 
 }  // namespace ms

@@ -1,19 +1,22 @@
-// prepare: corpus files -> documents -> GPT-2 tokens -> llm.c train/val shards + meta.json.
+// prepare: corpus files -> documents -> GPT-2 tokens -> llm.c train/val shards + meta.json (the
+// pipeline; the Brown reader is brown.cpp). Every file written goes through write_file_atomic.
 #include "data/prepare.h"
 
-#include <algorithm>   // std::sort, std::all_of
+#include <algorithm>   // std::sort, std::min
 #include <chrono>      // std::chrono::steady_clock
 #include <cmath>       // std::floor, std::log2, std::log
-#include <cstdio>      // std::rename
+#include <cstdio>      // std::fflush
 #include <filesystem>  // std::filesystem
-#include <fstream>     // std::ifstream, std::ofstream
+#include <fstream>     // std::ifstream
 #include <regex>       // std::regex (shard file names only)
 #include <sstream>     // std::stringstream
 
 #include <fmt/format.h>       // fmt::print
 #include <nlohmann/json.hpp>  // nlohmann::json
 
+#include "base/atomic_file.h"
 #include "base/check.h"
+#include "data/brown.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
 
@@ -39,83 +42,6 @@ std::string read_whole(const std::string& path, size_t max_bytes = SIZE_MAX) {
   MS_CHECK(!f.bad(), "{}: read error", path);
   return s;
 }
-
-bool is_tag_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         std::string_view("$'()*+,-.:`").find(c) != std::string_view::npos;
-}
-
-std::vector<std::string_view> split_ws(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
-    size_t j = i;
-    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
-    if (j > i) out.push_back(line.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
-// word/tag -> (word, tag) at the LAST '/'; a token without '/' is all word.
-std::pair<std::string_view, std::string_view> split_tag(std::string_view tok) {
-  size_t s = tok.rfind('/');
-  if (s == std::string_view::npos || s == 0) return {tok, {}};
-  return {tok.substr(0, s), tok.substr(s + 1)};
-}
-
-bool no_space_before(std::string_view w) {
-  static const char* kAttach[] = {",", ".", ";", ":", "?", "!", ")", "]", "}", "%", "n't", "N'T"};
-  for (const char* a : kAttach)
-    if (w == a) return true;
-  if (w.size() >= 2 && std::all_of(w.begin(), w.end(), [](char c) { return c == '.' || c == '?' || c == '!'; }))
-    return true;  // "...", "?!"
-  // Clitics: 's 're 've 'll 'd 'm 't, any case (but not words like 'em or 'til).
-  if (w.size() >= 2 && w.size() <= 3 && w[0] == '\'') {
-    std::string low;
-    for (char c : w.substr(1)) low.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
-    for (const char* c : {"s", "re", "ve", "ll", "d", "m", "t"})
-      if (low == c) return true;
-  }
-  return false;
-}
-
-bool no_space_after(std::string_view w) { return w == "(" || w == "[" || w == "{" || w == "$"; }
-
-// Detokenizes one paragraph's tokens (tags already stripped, quotes marked).
-struct Para {
-  std::string text;
-  bool glue_next = true;   // no space before the next token (start of paragraph)
-  bool single_open = false;  // parity of lone ' quotes
-  void add(std::string_view tok) {
-    std::string_view w = tok;
-    bool before = true, after = false;  // space before this token? glue the next one?
-    if (w == "``") { w = "\""; after = true; }
-    else if (w == "''") { w = "\""; before = false; }
-    else if (w == "'") {
-      single_open = !single_open;
-      if (single_open) after = true;
-      else before = false;
-    } else if (w == "." && !text.empty() && text.back() == '.') {
-      return;  // "Jr./np ./." -> "Jr." (abbreviation ending a sentence)
-    } else {
-      before = !no_space_before(w);
-      after = no_space_after(w);
-    }
-    if (!text.empty() && before && !glue_next) text.push_back(' ');
-    if (w.size() > 2 && (w.find("''") != w.npos || w.find("``") != w.npos)) {
-      for (size_t i = 0; i < w.size(); ++i) {  // inch marks inside words (1/4''): quotes too
-        bool quote = i + 1 < w.size() && w[i] == w[i + 1] && (w[i] == '\'' || w[i] == '`');
-        text.push_back(quote ? '"' : w[i]);
-        i += quote;
-      }
-    } else {
-      text.append(w);
-    }
-    glue_next = after;
-  }
-};
 
 // ---- shard writing ------------------------------------------------------------------------
 
@@ -143,74 +69,7 @@ struct SplitWriter {
   }
 };
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    MS_CHECK(f.good(), "{}: cannot create", tmp);
-    f << text;
-    f.flush();
-    MS_CHECK(f.good(), "{}: write failed", tmp);
-  }
-  MS_SYSCHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename {} to it", path, tmp);
-}
-
 }  // namespace
-
-bool looks_like_brown(std::string_view text) {
-  size_t tokens = 0, tagged = 0, lines = 0;
-  size_t pos = 0;
-  while (pos < text.size() && lines < 100) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    auto toks = split_ws(line);
-    if (toks.empty()) continue;
-    ++lines;
-    for (std::string_view t : toks) {
-      ++tokens;
-      auto [w, tag] = split_tag(t);
-      if (!w.empty() && !tag.empty() && std::all_of(tag.begin(), tag.end(), is_tag_char)) ++tagged;
-    }
-  }
-  return tokens >= 10 && tagged * 10 >= tokens * 9;
-}
-
-std::string brown_detokenize(std::string_view file_text) {
-  std::vector<std::string> paras;
-  Para cur;
-  bool prev_headline = false;
-  size_t pos = 0;
-  auto close = [&] {
-    if (!cur.text.empty()) paras.push_back(std::move(cur.text));
-    cur = Para();
-  };
-  while (pos < file_text.size()) {
-    size_t eol = file_text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = file_text.size();
-    std::string_view line = file_text.substr(pos, eol - pos);
-    pos = eol + 1;
-    auto toks = split_ws(line);
-    if (toks.empty()) continue;
-    bool headline = std::all_of(toks.begin(), toks.end(), [](std::string_view t) {
-      std::string_view tag = split_tag(t).second;
-      return tag.size() >= 3 && tag.substr(tag.size() - 3) == "-hl";
-    });
-    if (line[0] == '\t' || headline || prev_headline) close();
-    cur.single_open = false;  // lone ' quotes pair up within a sentence (line)
-    for (std::string_view t : toks) cur.add(split_tag(t).first);
-    prev_headline = headline;
-  }
-  close();
-  std::string out;
-  for (size_t i = 0; i < paras.size(); ++i) {
-    if (i) out += "\n\n";
-    out += paras[i];
-  }
-  if (!out.empty()) out += "\n";
-  return out;
-}
 
 PrepareResult run_prepare(const PrepareOptions& opt) {
   using clock = std::chrono::steady_clock;
@@ -372,7 +231,8 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
                  {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
   meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
   meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
-  write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta.dump(2) + "\n");
+  const std::string meta_text = meta.dump(2) + "\n";
+  write_file_atomic((fs::path(opt.out_dir) / "meta.json").string(), {{meta_text.data(), meta_text.size()}});
 
   if (opt.verbose) {
     fmt::print("prepare: train {} documents, {} tokens in {} shards; val {} documents, {} tokens in "

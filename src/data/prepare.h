@@ -1,6 +1,6 @@
 // prepare: turns a text corpus into llm.c token shards for training and validation.
 // Documents are input files (directories are walked recursively, sorted by path); with format
-// "brown" (or "auto" when most files look like word/tag lines) each Brown corpus file is one
+// "brown" (or "auto" when most files look like word/tag lines; brown.h) each Brown corpus file is one
 // document, files that do not look tagged (CONTENTS, README, cats.txt, ...) are skipped, tags are
 // stripped at the last '/', `` and '' become ", and spacing is detokenized; with "text" a file's
 // bytes are the document (must be valid UTF-8). Every document is encoded with GPT-2's BPE and
@@ -9,11 +9,12 @@
 // one when f > 0), so train and validation never share a document. Output: out_dir/train_000000.bin
 // ..., out_dir/val_000000.bin ..., each at most shard_tokens tokens, and out_dir/meta.json
 // (counts, shards, tokenizer, unigram entropy of the train tokens in bits and nats — a reference
-// for the loss of a model that ignores context). Progress lines go to stdout.
+// for the loss of a model that ignores context). Every file is written atomically
+// (base/atomic_file.h: temporary file, fsync, rename), so a reader never sees a partial shard or
+// meta.json. Progress lines go to stdout.
 #pragma once
 #include <cstddef>  // size_t
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace ms {
@@ -38,16 +39,5 @@ struct PrepareResult {
 };
 
 PrepareResult run_prepare(const PrepareOptions& opt);
-
-// Brown corpus file text ("word/tag word/tag ...", sentences on lines, a leading tab opens a
-// paragraph) -> plain text: tags stripped, `` and '' -> ", no space before , . ; : ? ! ) ] } %
-// ' n't 's 'll ..., none after ( [ { $ and opening quotes (lone ' quotes pair up within a line),
-// `` / '' inside words (inch marks) also become ", a '.' right after an abbreviation's '.' is
-// dropped, paragraphs separated by a blank line, headlines (all tags *-hl) on their own
-// paragraph. Ends with one '\n' (empty input -> "").
-std::string brown_detokenize(std::string_view file_text);
-
-// True when the text's first non-empty lines are mostly "word/tag" tokens (Brown form C).
-bool looks_like_brown(std::string_view file_text);
 
 }  // namespace ms

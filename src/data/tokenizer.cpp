@@ -68,34 +68,24 @@ struct Merge {
 }  // namespace
 
 size_t find_invalid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    // Fast path over ASCII, 8 bytes at a time.
-    while (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      if (w & 0x8080808080808080ull) break;
-      i += 8;
-    }
-    if (i >= n) break;
-    unsigned char c = p[i];
-    if (c < 0x80) { ++i; continue; }
-    int len;
-    uint32_t cp, min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; min = 0x10000; }
-    else return i;
-    if (i + len > n) return i;
-    for (int k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
+  if (s.empty()) return std::string_view::npos;
+  // An empty pattern compiled in UTF mode matches at once; pcre2_match validates the whole subject
+  // as UTF-8 before matching (no PCRE2_NO_UTF_CHECK) and reports the offset of the first invalid
+  // character through pcre2_get_startchar.
+  static pcre2_code* const checker = [] {
+    int err = 0;
+    PCRE2_SIZE err_off = 0;
+    pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(""), 0, PCRE2_UTF, &err, &err_off, nullptr);
+    MS_CHECK(re != nullptr, "PCRE2 cannot compile the UTF-8 checker (error {})", err);
+    return re;
+  }();
+  pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+  MS_CHECK(md != nullptr, "tokenizer: out of memory for PCRE2 match data");
+  const int rc = pcre2_match(checker, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
+  const size_t at = pcre2_get_startchar(md);
+  pcre2_match_data_free(md);
+  if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) return at;
+  MS_CHECK(rc > 0, "tokenizer: PCRE2's UTF-8 check failed (PCRE2 code {})", rc);
   return std::string_view::npos;
 }
 

@@ -39,8 +39,9 @@ class Gpt2Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Offset of the first byte that is not part of valid UTF-8 (no overlongs, surrogates or code
-// points > U+10FFFF), or std::string_view::npos when `s` is valid.
+// Offset of the first byte of the first character that is not valid UTF-8 (no overlongs,
+// surrogates or code points > U+10FFFF; PCRE2's UTF-8 check), or std::string_view::npos when `s`
+// is valid. Thread-safe.
 size_t find_invalid_utf8(std::string_view s);
 
 }  // namespace ms

@@ -14,6 +14,8 @@
 //    ("rank 2 exited with code 1", "rank 1 killed by signal 9"), terminates the others (SIGTERM to
 //    their process groups, SIGKILL after the grace period) and returns non-zero. SIGINT/SIGTERM/SIGHUP
 //    sent to the launcher are forwarded to the children the same way. No child outlives the call.
+//  - The launcher's own messages go to stderr as "megascale launch: <message>" lines (spdlog).
+// The pieces live beside this file: signal_forwarding.h, rank_output.h, redis_server.h, process.h.
 #pragma once
 #include <chrono>
 #include <string>

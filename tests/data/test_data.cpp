@@ -175,9 +175,8 @@ TEST_F(DataTest, BadShardsAreNamedErrors) {
 
 TEST_F(DataTest, MegatronWriterMatchesNumpyAndReadsBack) {
   Rng rng{3};
-  for (auto dtype : {ms::MegatronDType::kUint16, ms::MegatronDType::kInt32, ms::MegatronDType::kInt64,
-                     ms::MegatronDType::kUint8}) {
-    int vocab = dtype == ms::MegatronDType::kUint8 ? 256 : kV;
+  for (auto dtype : {ms::DType::kU16, ms::DType::kI32, ms::DType::kI64, ms::DType::kU8}) {
+    int vocab = dtype == ms::DType::kU8 ? 256 : kV;
     // 4 documents of 1, 3, 1, 2 sequences (one empty sequence included).
     std::vector<std::vector<int64_t>> seqs;
     std::vector<int64_t> doc_idx{0};
@@ -191,7 +190,7 @@ TEST_F(DataTest, MegatronWriterMatchesNumpyAndReadsBack) {
       }
       doc_idx.push_back(static_cast<int64_t>(seqs.size()));
     }
-    std::string name = std::string("m_") + ms::megatron_dtype_name(dtype);
+    std::string name = std::string("m_") + ms::dtype_name(dtype);
     ms::MegatronWriter w(path(name + "_cpp"), dtype);
     size_t si = 0;
     for (int d = 0; d < 4; ++d) {
@@ -200,7 +199,7 @@ TEST_F(DataTest, MegatronWriterMatchesNumpyAndReadsBack) {
     }
     w.finalize();
     spit(path("spec.json"), nlohmann::json{{"prefix", path(name + "_py")},
-                                            {"dtype", static_cast<int>(dtype)},
+                                            {"dtype", static_cast<int>(ms::megatron_dtype_code(dtype))},
                                             {"sequences", seqs},
                                             {"doc_idx", doc_idx}}.dump());
     python(kPyMegatron, path("spec.json"));
@@ -259,9 +258,18 @@ TEST_F(DataTest, BadMegatronDatasetsAreNamedErrors) {
   uint8_t code = 9;
   spit(ip, patch(idx, 17, &code, 1));
   expect_error(open, {ip, "unknown dtype code 9"});
+  code = 0;
+  spit(ip, patch(idx, 17, &code, 1));
+  expect_error(open, {ip, "unknown dtype code 0"});
   code = 7;
   spit(ip, patch(idx, 17, &code, 1));
-  expect_error(open, {ip, "float32 cannot hold token ids"});
+  expect_error(open, {ip, "dtype fp32 (Megatron code 7) cannot hold token ids"});
+  code = 6;
+  spit(ip, patch(idx, 17, &code, 1));
+  expect_error(open, {ip, "dtype fp64 (Megatron code 6) cannot hold token ids"});
+  // The writer refuses types that cannot hold token ids, also those without a Megatron code.
+  for (ms::DType t : {ms::DType::kF32, ms::DType::kF64, ms::DType::kBF16, ms::DType::kF16})
+    expect_error([&] { ms::MegatronWriter w(path("w_bad"), t); }, {"w_bad", ms::dtype_name(t), "cannot hold token ids"});
   spit(ip, idx.substr(0, idx.size() - 8));
   expect_error(open, {ip, "size mismatch"});
   uint64_t many = 1ull << 40;
@@ -327,8 +335,7 @@ Fixture make_sources(const fs::path& dir, int T, uint64_t seed) {
     fx.paths.push_back((dir / name).string());
     add_stream(std::vector<int>(t.begin(), t.end()));
   }
-  for (auto [name, dt] : {std::pair<const char*, ms::MegatronDType>{"c_meg", ms::MegatronDType::kUint16},
-                          {"d_meg", ms::MegatronDType::kInt32}}) {
+  for (auto [name, dt] : {std::pair<const char*, ms::DType>{"c_meg", ms::DType::kU16}, {"d_meg", ms::DType::kI32}}) {
     std::vector<std::vector<int64_t>> docs;
     std::vector<int> stream;
     for (int d = 0; d < 3; ++d) {
@@ -459,6 +466,32 @@ TEST_F(DataTest, PrefetchEqualsSynchronousAndResumeIsExact) {
     EXPECT_EQ(r, want);
   }
   expect_error([&] { pre.set_position({0, N}); }, {"data.train", "an epoch has"});
+}
+
+TEST_F(DataTest, DataParallelSlicesTogetherReadTheUnslicedStream) {
+  // dp loaders with set_dp_slice(r, dp): step k of rank r is samples [(k*dp + r)*B, (k*dp + r + 1)*B)
+  // of the stream one loader without a slice reads, across epoch boundaries and with prefetching.
+  const int T = 16, B = 3;
+  Fixture fx = make_sources(dir_, T, 8);
+  for (int dp : {1, 2, 3}) {
+    SCOPED_TRACE("dp=" + std::to_string(dp));
+    DataLoader whole(fx.paths, B, T, kV, 5, true, "data.train", false);
+    const size_t steps = 2 * fx.samples.size() / (B * dp) + 1;  // > 2 epochs
+    auto want = take(whole, steps * dp);
+    for (int r = 0; r < dp; ++r) {
+      DataLoader slice(fx.paths, B, T, kV, 5, true, "data.train", r % 2 == 0);
+      slice.set_dp_slice(r, dp);
+      auto got = take(slice, steps);
+      for (size_t k = 0; k < steps; ++k)
+        for (int b = 0; b < B; ++b)
+          ASSERT_EQ(got[k * B + b], want[(k * dp + r) * B + b]) << "rank " << r << " step " << k << " row " << b;
+      // Positions are positions in the shared stream.
+      EXPECT_EQ(slice.position(), whole.position());
+    }
+  }
+  DataLoader dl(fx.paths, B, T, kV, 5, true, "data.train", false);
+  expect_error([&] { dl.set_dp_slice(2, 2); }, {"data.train", "data-parallel slice 2 of 2"});
+  expect_error([&] { dl.set_dp_slice(0, 0); }, {"data.train", "data-parallel slice 0 of 0"});
 }
 
 TEST_F(DataTest, PathExpansionAndErrors) {

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "data/prepare.h"  // brown_detokenize
+#include "data/brown.h"  // brown_detokenize
 #include "data/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -221,6 +221,47 @@ TEST(Tokenizer, RoundTripsRandomUtf8AndRejectsInvalid) {
   EXPECT_EQ(ms::find_invalid_utf8("héllo"), std::string_view::npos);
   EXPECT_THROW(tok().decode_token(50257), ms::Error);
   EXPECT_THROW(tok().decode({-1}), ms::Error);
+}
+
+// find_invalid_utf8 (PCRE2's UTF-8 check): the offset of the first byte of the first invalid
+// character, for every kind of invalid sequence; valid text of every length class passes.
+TEST(Tokenizer, Utf8CheckNamesTheFirstInvalidByte) {
+  const std::pair<std::string, size_t> cases[] = {
+      {"", std::string_view::npos},
+      {"plain ascii", std::string_view::npos},
+      {"h\xc3\xa9llo \xe2\x82\xac \xf0\x9d\x84\x9e \xf4\x8f\xbf\xbf", std::string_view::npos},  // 2, 3, 4 bytes, U+10FFFF
+      {"ab\xff", 2},                        // never a UTF-8 byte
+      {"ab\xfe", 2},
+      {"a\x80", 1},                         // lone continuation byte
+      {"abc\xc3", 3},                       // truncated at the end
+      {"a\xe2\x82", 1},
+      {"ab\xe2\x28\xa1", 2},                // bad continuation byte
+      {"\xc0\xaf", 0},                      // overlong '/'
+      {"xy\xe0\x80\xaf", 2},                // overlong, 3 bytes
+      {"x\xed\xa0\x80", 1},                 // surrogate U+D800
+      {"\xf4\x90\x80\x80", 0},              // U+110000
+      {"ok \xf5\x80\x80\x80", 3},           // lead byte beyond U+10FFFF
+      {"12345678901234567\x80", 17},        // past the first 16 ASCII bytes
+      {std::string("nul\0ok", 6), std::string_view::npos},  // NUL is valid UTF-8
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(ms::find_invalid_utf8(text), want) << "case '" << text << "'";
+  // Random valid text (every code point class) passes; one byte cut from its end fails there.
+  Rng rng{777};
+  for (int k = 0; k < 200; ++k) {
+    std::string s;
+    size_t last_start = 0;
+    for (int i = 0, n = 1 + static_cast<int>(rng.next() % 50); i < n; ++i) {
+      uint32_t cp;
+      do cp = static_cast<uint32_t>(rng.next() % 0x110000);
+      while (cp >= 0xD800 && cp <= 0xDFFF);
+      last_start = s.size();
+      append_utf8(s, cp);
+    }
+    ASSERT_EQ(ms::find_invalid_utf8(s), std::string_view::npos) << "case " << k;
+    if (s.size() - last_start > 1) {
+      EXPECT_EQ(ms::find_invalid_utf8(std::string_view(s).substr(0, s.size() - 1)), last_start) << "case " << k;
+    }
+  }
 }
 
 TEST(Tokenizer, MissingFilesAreNamedErrors) {

@@ -244,17 +244,6 @@ TEST_F(Launcher, BareWordRunsAMegascaleSubcommand) {
   EXPECT_NE(e.output.find("[rank 0] args: --data.val="), std::string::npos) << e.output;
 }
 
-TEST(CommBench, SizesParse) {
-  EXPECT_EQ(ms::parse_byte_sizes("4K..64M"),
-            (std::vector<size_t>{4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20}));
-  EXPECT_EQ(ms::parse_byte_sizes("4K,1M,3000"), (std::vector<size_t>{4096, 1u << 20, 3000}));
-  EXPECT_EQ(ms::format_bytes(4096), "4 KiB");
-  EXPECT_EQ(ms::format_bytes(64u << 20), "64 MiB");
-  EXPECT_EQ(ms::format_bytes(3000), "3000 B");
-  for (const char* bad : {"", "4X", "3", "0", "64M..4K", "abc"})
-    EXPECT_THROW(ms::parse_byte_sizes(bad), ms::Error) << bad;
-}
-
 TEST_F(Launcher, BenchCommRunsAndReportsNcclBandwidths) {
   // 3 and 4 ranks on both stores; bandwidth rows for 3 ranks (the smallest). A worker exits non-zero
   // when a collective's result differs from its closed form, so exit 0 means every op was right.

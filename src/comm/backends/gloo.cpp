@@ -1,17 +1,16 @@
 // comm_gloo: Gloo backend (see comm_gloo.h for what it guarantees).
 #include "comm/backends/gloo.h"
 
-#include <fcntl.h>       // fcntl
-#include <netdb.h>       // getaddrinfo
-#include <poll.h>        // poll
-#include <signal.h>      // sigaction, SIGPIPE
-#include <sys/socket.h>  // socket, connect
-#include <unistd.h>      // close
+#include <signal.h>    // sigaction, SIGPIPE
+#include <sys/time.h>  // timeval
+
+#include <hiredis/hiredis.h>  // redisConnectWithTimeout (the probe)
 
 #include <algorithm>
 #include <cstring>  // memcpy
 #include <filesystem>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include <fmt/ranges.h>  // fmt::join
@@ -73,38 +72,49 @@ StoreAddress parse_store(const std::string& s) {
   MS_FAIL("rendezvous store '{}' is neither file:/dir nor redis://host:port (MEGASCALE_STORE)", s.empty() ? "" : s);
 }
 
-// One TCP connect to host:port, retried on refusal until `limit`; throws a CommError naming the
-// address when nothing accepts. Run before hiredis, whose calls block without bound.
-void probe_tcp(const std::string& host, int port, milliseconds limit, const std::string& what) {
+// Checks that a Redis server answers at host:port before Gloo's RedisStore connects (its
+// connect has no timeout): hiredis's redisConnectWithTimeout, retried on failure until `limit`,
+// then AUTH (when a password is known) and PING, each given the time left (at least 1 s).
+// Throws a CommError naming the address when nothing accepts a connection within `limit`, when the
+// name does not resolve, or with the server's answer when AUTH or PING is refused (e.g. NOAUTH).
+void probe_redis(const std::string& host, int port, const std::string& password, milliseconds limit,
+                 const std::string& what) {
   const auto deadline = Clock::now() + limit;
+  auto timeout_left = [&](int64_t floor_ms) {  // the time left, at least floor_ms
+    const auto left = std::max<int64_t>(
+        std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count(), floor_ms);
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(left / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((left % 1000) * 1000);
+    return tv;
+  };
+  struct ContextFree {
+    void operator()(redisContext* c) const { redisFree(c); }
+  };
   std::string last = "no address";
   for (;;) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (rc != 0) MS_COMM_FAIL("rendezvous store {} is unreachable: cannot resolve '{}': {}", what, host, gai_strerror(rc));
-    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-      const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-      if (fd < 0) { last = std::strerror(errno); continue; }
-      int err = 0;
-      if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        err = errno;
-        if (err == EINPROGRESS) {
-          pollfd p{fd, POLLOUT, 0};
-          const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-          const int pr = poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 1)));
-          socklen_t len = sizeof(err);
-          if (pr == 1) getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          else err = ETIMEDOUT;
-        }
-      }
-      close(fd);
-      if (err == 0) { freeaddrinfo(res); return; }
-      last = std::strerror(err);
+    std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, timeout_left(1)));
+    if (!c) MS_COMM_FAIL("rendezvous store {}: cannot allocate a redis context", what);
+    // hiredis reports a failed getaddrinfo as REDIS_ERR_OTHER (and, with the same code, "Can't
+    // create socket: ..." when every address failed, which is worth retrying).
+    if (c->err == REDIS_ERR_OTHER && std::string_view(c->errstr).rfind("Can't create socket", 0) != 0)
+      MS_COMM_FAIL("rendezvous store {} is unreachable: cannot resolve '{}': {}", what, host, c->errstr);
+    if (c->err == 0) {
+      redisSetTimeout(c.get(), timeout_left(1000));  // connected at the deadline: still time to answer
+      // One command whose status reply must be `expect`; else a CommError with the server's answer.
+      auto command = [&](const char* name, const char* expect, redisReply* r) {
+        if (!r) MS_COMM_FAIL("rendezvous store {}: no answer to {}: {}", what, name, c->errstr);
+        const std::string text = r->str ? std::string(r->str, r->len) : "";
+        const bool ok = (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) && text == expect;
+        freeReplyObject(r);
+        if (!ok) MS_COMM_FAIL("rendezvous store {} refused {}: {}", what, name, text);
+      };
+      if (!password.empty())
+        command("AUTH", "OK", static_cast<redisReply*>(redisCommand(c.get(), "AUTH %s", password.c_str())));
+      command("PING", "PONG", static_cast<redisReply*>(redisCommand(c.get(), "PING")));
+      return;
     }
-    freeaddrinfo(res);
+    last = c->errstr;
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
@@ -490,7 +500,7 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
   std::unique_ptr<GlooCommunicator> comm;
   run_on_comm_thread([&] {
     if (addr.redis) {
-      probe_tcp(addr.host, addr.port, std::min(env.timeout, milliseconds(5000)), env.store);
+      probe_redis(addr.host, addr.port, env.store_password, std::min(env.timeout, milliseconds(5000)), env.store);
       try {
         shared->base = std::make_unique<AuthRedisStore>(addr.host, addr.port, env.store_password, env.timeout);
       } catch (const std::exception& e) {

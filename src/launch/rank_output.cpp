@@ -1,0 +1,72 @@
+// rank_output: see rank_output.h.
+#include "launch/rank_output.h"
+
+#include <poll.h>    // poll
+#include <unistd.h>  // read, write, close
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+
+namespace ms::launch {
+
+namespace {
+
+void forward(RankStream& s, int rank, const char* data, size_t n, bool eof) {
+  if (!s.keep) return;
+  s.partial.append(data, n);
+  const std::string prefix = fmt::format("[rank {}] ", rank);
+  std::string lines;
+  size_t start = 0, nl;
+  while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+    lines += prefix;
+    lines.append(s.partial, start, nl + 1 - start);
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  // A very long line or the end of the stream: flush what there is as a line of its own.
+  if ((eof && !s.partial.empty()) || s.partial.size() > (1u << 16)) {
+    lines += prefix + s.partial + "\n";
+    s.partial.clear();
+  }
+  if (!lines.empty()) write_all(s.out_fd, lines.data(), lines.size());
+}
+
+}  // namespace
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      pollfd pfd{fd, POLLOUT, 0};
+      ::poll(&pfd, 1, 100);
+      continue;
+    }
+    if (w < 0 && errno == EPIPE) return;  // nobody reads our output any more: drop it
+    MS_SYSCHECK(w >= 0, "write to fd {}", fd);
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+void pump(RankStream& s, int rank) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {  // end of file (or a read error, treated as the end)
+      forward(s, rank, nullptr, 0, true);
+      ::close(s.fd);
+      s.fd = -1;
+      return;
+    }
+    forward(s, rank, buf, (size_t)n, false);
+    if ((size_t)n < sizeof buf) return;
+  }
+}
+
+}  // namespace ms::launch

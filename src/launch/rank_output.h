@@ -1,0 +1,31 @@
+// rank_output: forwarding of the ranks' output, line by line (launch-internal).
+// A RankStream is the read end of one rank's stdout or stderr pipe. pump() reads what is available
+// without blocking and writes every complete line to the launcher's own stdout or stderr prefixed
+// "[rank k] ". Only whole lines are written, one rank's at a time, so lines of different ranks never
+// mix.
+// The unfinished tail is kept until its newline arrives; at end of file, or when it exceeds 64 KiB,
+// it is written as a line of its own (a newline added). A stream with keep == false is read and
+// dropped (--quiet-others). A reader of the launcher's output that went away (EPIPE) drops the
+// output rather than failing the launch; a non-blocking output fd is waited on (poll) when full.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace ms::launch {
+
+struct RankStream {
+  int fd = -1;        // read end of the rank's pipe, non-blocking; -1 once at end of file (closed)
+  int out_fd = 1;     // where its lines go (1 or 2)
+  bool keep = true;   // forward (false: read and drop)
+  std::string partial;  // the unfinished last line
+};
+
+// Reads what is available on s.fd and forwards the complete lines; closes s.fd (and sets it to -1)
+// at end of file, after forwarding the unfinished tail.
+void pump(RankStream& s, int rank);
+
+// Writes all n bytes to fd (retrying on EINTR, polling on EAGAIN); EPIPE drops the rest silently.
+// Throws ms::Error on any other error.
+void write_all(int fd, const char* p, size_t n);
+
+}  // namespace ms::launch
