@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/mapped_file.h"  // MappedFile
+
 namespace ms {
 
 inline constexpr int32_t kShardMagic = 20240520;
@@ -18,27 +20,6 @@ inline constexpr int32_t kShardVersion = 1;
 inline constexpr size_t kShardHeaderInts = 256;
 inline constexpr size_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);  // 1024
 
-// A whole file mapped read-only (mmap; an empty file maps to nothing). Move-only.
-class MappedFile {
- public:
-  MappedFile() = default;
-  explicit MappedFile(const std::string& path);  // throws ms::Error naming the path on failure
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  MappedFile(MappedFile&& o) noexcept;
-  MappedFile& operator=(MappedFile&& o) noexcept;
-  ~MappedFile();
-
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  void release();
-  std::string path_;
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // Writes `tokens` as an llm.c shard at `path` (via `path.tmp.<pid>` + rename).
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens);
