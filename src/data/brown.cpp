@@ -87,16 +87,22 @@ struct Para {
   }
 };
 
+// The line of text starting at pos (without its '\n'); moves pos past it.
+std::string_view next_line(std::string_view text, size_t& pos) {
+  size_t eol = text.find('\n', pos);
+  if (eol == std::string_view::npos) eol = text.size();
+  const std::string_view line = text.substr(pos, eol - pos);
+  pos = eol + 1;
+  return line;
+}
+
 }  // namespace
 
 bool looks_like_brown(std::string_view text) {
   size_t tokens = 0, tagged = 0, lines = 0;
   size_t pos = 0;
   while (pos < text.size() && lines < 100) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
+    const std::string_view line = next_line(text, pos);
     auto toks = split_ws(line);
     if (toks.empty()) continue;
     ++lines;
@@ -119,10 +125,7 @@ std::string brown_detokenize(std::string_view file_text) {
     cur = Para();
   };
   while (pos < file_text.size()) {
-    size_t eol = file_text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = file_text.size();
-    std::string_view line = file_text.substr(pos, eol - pos);
-    pos = eol + 1;
+    const std::string_view line = next_line(file_text, pos);
     auto toks = split_ws(line);
     if (toks.empty()) continue;
     bool headline = std::all_of(toks.begin(), toks.end(), [](std::string_view t) {
