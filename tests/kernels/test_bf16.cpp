@@ -256,21 +256,42 @@ TEST_P(Bf16Model, ForwardBackwardCloseToFp32) {
 }
 
 // The weight-refresh rule: a non-const params() write is seen by the next forward; primitives are
-// cached (no new ones on a repeated step).
+// cached (no new ones on a repeated step). Truth: the fp32 model with the updated weights. The bf16
+// logits after the write must be within 1e-2 relative L2 of fp32's (the tolerance of
+// ForwardBackwardCloseToFp32), and the prediction a stale bf16 copy would give (the bf16 logits
+// before the write: same bf16 weights, same input) must be > 10x that tolerance away from the
+// truth, so a copy that is not refreshed fails the first check instead of slipping through it.
+// Measured: 3.5e-3 (fresh bf16 vs fp32) and 0.91-0.94 (stale prediction vs fp32).
 TEST_P(Bf16Model, WeightRefreshAndPrimitiveCache) {
   ms::testing::with_threads(2, [&] {
     const ModelConfig m = tiny_model(GetParam());
     const int B = 2, T = 16, N = B * T;
+    const size_t nl = static_cast<size_t>(N) * m.padded_vocab();
     GPT f32(m, B, T, DType::kF32), b16(m, B, T, DType::kBF16);
     f32.init_weights(1); b16.init_weights(1);
     std::vector<int> in(N), tg(N);
     TestRng rng(2);
     for (int i = 0; i < N; i++) { in[i] = static_cast<int>(rng.next() % 100); tg[i] = static_cast<int>(rng.next() % 100); }
+    b16.forward(in.data(), nullptr, B, T);
+    const std::vector<float> stale(b16.logits(), b16.logits() + nl);  // what a stale copy predicts
     b16.forward(in.data(), tg.data(), B, T, 1.0f / N);
     b16.backward();
     const int prims = gemm_bf16_cached_primitives();
-    // Change the weights through params() on both models: bf16 must follow.
-    for (size_t i = 0; i < f32.num_params(); i++) { f32.params()[i] *= 1.5f; b16.params()[i] *= 1.5f; }
+    // Change the weights through params() on both models (an update of a few percent per element,
+    // of either sign, as an optimizer step would make): bf16 must follow.
+    TestRng upd(3);
+    for (size_t i = 0; i < f32.num_params(); i++) {
+      const float w = f32.params()[i] * (1.0f + 0.5f * upd.uniform()) + 0.02f * upd.uniform();
+      f32.params()[i] = w;
+      b16.params()[i] = w;
+    }
+    f32.forward(in.data(), nullptr, B, T);
+    b16.forward(in.data(), nullptr, B, T);
+    const double e_fresh = rel_l2(b16.logits(), f32.logits(), nl);
+    const double e_stale = rel_l2(stale.data(), f32.logits(), nl);
+    std::printf("after the write: bf16 vs fp32 logits %.2e; stale bf16 prediction vs fp32 %.2e\n", e_fresh, e_stale);
+    EXPECT_LT(e_fresh, 1e-2) << "the bf16 forward did not see the new weights";
+    EXPECT_GT(e_stale, 10 * 1e-2) << "the weight change is too small to tell a stale copy from a fresh one";
     const float l32 = f32.forward(in.data(), tg.data(), B, T, 1.0f / N);
     const float l16 = b16.forward(in.data(), tg.data(), B, T, 1.0f / N);
     b16.backward();

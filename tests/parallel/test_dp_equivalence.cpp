@@ -1,6 +1,6 @@
 // test_dp_equivalence: ZeRO-2 data parallelism against the single-process trainer, as real
-// processes: `megascale launch --nproc N` (Gloo) and `mpirun -np N` (MPI), DP = 1, 2 and 4, AdamW
-// and LAMB, the same seed and global batch (8 sequences per step) as one process with grad_accum 8.
+// processes: `megascale launch --nproc N` (Gloo) and `mpirun -np N` (MPI), DP = 2 and 4, AdamW and
+// LAMB, the same seed and global batch (8 sequences per step) as one process with grad_accum 8.
 // Truth is the single-process run: per-step losses and the final weights must agree.
 // Tolerance (documented in docs/architecture.md): the only difference is the association of sums
 // (each rank's gradient over its micro-batches, then the rank-order sum of the reduce-scatter,
@@ -8,8 +8,14 @@
 // losses within 1e-5 relative; weights after 6 steps within 3e-5 relative L2 and 1e-4 absolute
 // (1% of one learning-rate step: Adam divides by sqrt(v), so an element whose gradient is ~0 can
 // turn a rounding-level difference into a visible one; LAMB's trust ratio damps it, measured ~2e-7).
-// Also: overlap on and off give bit-identical weights (only timing differs), the trace shows
-// reduce-scatters starting before the backward they overlap ends, and bad layouts fail by name.
+// One rank under each launcher: at world size 1 apps/train_run.cpp creates no world and the Trainer
+// no ZeRO, so `launch --nproc 1` and `mpirun -np 1` run the single-process code; that check is of
+// the launchers (arguments and environment passed through without changing the run: bit-identical,
+// and no ZeRO-2 line in the log). ZeRO-2's own code at dp = 1 is checked in-process against the
+// single-process optimizer by test_zero_dp1.
+// Also: overlap on and off give bit-identical weights (only timing differs), the trace shows every
+// reduce-scatter enqueued (start_reduce_scatter called) inside a backward span with overlap on and
+// none with overlap off, and bad layouts fail by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -114,7 +120,11 @@ bucket_mb = 0.02
     const std::vector<double> a = losses(ref), b = losses(got);
     ASSERT_EQ(a.size(), 6u) << ref;
     ASSERT_EQ(b.size(), a.size()) << got;
-    for (size_t i = 0; i < a.size(); i++) EXPECT_NEAR(b[i], a[i], loss_rel * std::fabs(a[i])) << got << " step " << i + 1;
+    double worst_loss = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+      EXPECT_NEAR(b[i], a[i], loss_rel * std::fabs(a[i])) << got << " step " << i + 1;
+      worst_loss = std::max(worst_loss, std::fabs(b[i] - a[i]) / std::fabs(a[i]));
+    }
     EXPECT_LT(a.back(), a.front()) << "the reference did not learn: the comparison would be vacuous";
     const StFile fa = load_safetensors(g_dir + "/" + ref + "/model/model.safetensors");
     const StFile fb = load_safetensors(g_dir + "/" + got + "/model/model.safetensors");
@@ -130,7 +140,8 @@ bucket_mb = 0.02
       }
     }
     const double rel = std::sqrt(num / den);
-    std::printf("%s vs %s: max |dw| %.3g (max |w| %.3g), relative L2 %.3g\n", got.c_str(), ref.c_str(), maxd, maxw, rel);
+    std::printf("%s vs %s: losses within %.3g relative; max |dw| %.3g (max |w| %.3g), relative L2 %.3g\n", got.c_str(),
+                ref.c_str(), worst_loss, maxd, maxw, rel);
     if (bit_exact) {
       EXPECT_EQ(maxd, 0.0) << got;
     }
@@ -142,15 +153,20 @@ bucket_mb = 0.02
 TEST_F(DpEquivalence, GlooAndMpiMatchSingleProcess) {
   for (const std::string opt : {"adamw", "lamb"}) {
     const std::string o = " --optim.name=" + opt;
-    train(bin(), "ref_" + opt, o);
-    // dp = 1 under each launcher: the single-process path, bit-identical.
-    train(bin() + " launch --nproc 1 --", "gloo_" + opt + "_1", o);
+    const std::string ref_out = train(bin(), "ref_" + opt, o);
+    EXPECT_EQ(ref_out.find("ZeRO-2"), std::string::npos) << ref_out;
+    // One rank under each launcher: the single-process code (no world, no ZeRO; see the file
+    // comment), so this checks the launchers pass the run through unchanged: bit-identical.
+    const std::string g1 = train(bin() + " launch --nproc 1 --", "gloo_" + opt + "_1", o);
+    EXPECT_EQ(g1.find("ZeRO-2"), std::string::npos) << "world size 1 is documented to run without ZeRO:\n" << g1;
     expect_same_run("ref_" + opt, "gloo_" + opt + "_1", /*bit_exact=*/true);
-    train(mpirun(1), "mpi_" + opt + "_1", o);
+    const std::string m1 = train(mpirun(1), "mpi_" + opt + "_1", o);
+    EXPECT_EQ(m1.find("ZeRO-2"), std::string::npos) << m1;
     expect_same_run("ref_" + opt, "mpi_" + opt + "_1", /*bit_exact=*/true);
     for (int n : {2, 4}) {
       const std::string tag = opt + "_" + std::to_string(n);
-      train(bin() + " launch --nproc " + std::to_string(n) + " --", "gloo_" + tag, o);
+      const std::string g = train(bin() + " launch --nproc " + std::to_string(n) + " --", "gloo_" + tag, o);
+      EXPECT_NE(g.find("ZeRO-2"), std::string::npos) << "dp = " << n << " did not run ZeRO-2:\n" << g;
       expect_same_run("ref_" + opt, "gloo_" + tag);
       train(mpirun(n), "mpi_" + tag, o);
       expect_same_run("ref_" + opt, "mpi_" + tag);
@@ -160,41 +176,65 @@ TEST_F(DpEquivalence, GlooAndMpiMatchSingleProcess) {
 
 // bf16 GEMMs under ZeRO-2 (the gathered weights converted to bf16 bucket by bucket as they arrive):
 // the fp32 master weights differ from the single process only by the gradient-sum association,
-// but the forward rounds them to bf16, so a 1-ulp flip of a weight's bf16 copy moves the loss by
-// ~1e-4 relative; tolerance: losses 1e-3, weights 1e-3 relative L2 after 6 steps.
+// but the forward rounds them to bf16, so a 1-ulp flip of a weight's bf16 copy moves the loss and
+// the next updates. Measured (6 steps, dp = 2, Gloo): losses within 2.1e-5 relative, weights max
+// |dw| 2.4e-3 and 5.6e-4 relative L2. Tolerance ~2x that: losses 5e-5 relative, weights 5e-3
+// absolute (half of one learning-rate step, 1e-2) and 1.2e-3 relative L2.
 TEST_F(DpEquivalence, Bf16FollowsSingleProcess) {
   const std::string o = " --train.precision=bf16";
   train(bin(), "ref_bf16", o);
   train(bin() + " launch --nproc 2 --", "gloo_bf16_2", o);
-  expect_same_run("ref_bf16", "gloo_bf16_2", false, 1e-3, 2e-3, 1e-2);
+  expect_same_run("ref_bf16", "gloo_bf16_2", false, 5e-5, 1.2e-3, 5e-3);
   EXPECT_EQ(losses("ref_bf16")[0], losses("gloo_bf16_2")[0]) << "step 1 runs on identical weights";
 }
 
-TEST_F(DpEquivalence, OverlapOffIsBitIdenticalAndTraceShowsOverlap) {
-  const std::string out = train(bin() + " launch --nproc 2 --", "overlap_on",
-                                "--parallel.trace=true --parallel.overlap=true");
-  train(bin() + " launch --nproc 2 --", "overlap_off", "--parallel.overlap=false");
-  expect_same_run("overlap_on", "overlap_off", /*bit_exact=*/true);
-  EXPECT_NE(out.find("comm"), std::string::npos) << "no exposed-communication figure in the step lines:\n" << out;
-  // The trace of rank 1: reduce-scatters on the communication thread that start while a
-  // backward span on the compute thread is still running.
-  auto trace = nlohmann::json::parse(ms::testing::slurp(g_dir + "/overlap_on/trace_rank1.json"));
+// Reduce-scatters and backward, read from the trace of rank 1: the enqueue time of each
+// reduce-scatter (when ZeroDataParallel called start_reduce_scatter: args.queued_us before its
+// start, ts) against the backward spans of the compute thread. With overlap on, the grad-ready
+// hook enqueues every bucket from inside backward (model_.backward() runs the hook), so all of them
+// are enqueued inside a backward span, whenever the communication thread gets to start them; with
+// overlap off, all are enqueued after backward (finish_grad_reduce_scatter), none inside.
+struct RsEnqueues {
+  size_t total = 0, inside_backward = 0, backward_spans = 0;
+};
+RsEnqueues rs_enqueues(const std::string& trace_path) {
+  auto trace = nlohmann::json::parse(ms::testing::slurp(trace_path));
   std::vector<std::pair<double, double>> backward;
-  std::vector<double> rs_starts;
+  std::vector<double> enq;
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;
     const std::string name = e["name"];
     const double ts = e["ts"], dur = e["dur"];
     if (name == "backward") backward.push_back({ts, ts + dur});
-    if (name.rfind("reduce_scatter", 0) == 0) rs_starts.push_back(ts);
+    if (name.rfind("reduce_scatter", 0) == 0) enq.push_back(ts - e["args"]["queued_us"].get<double>());
   }
-  ASSERT_FALSE(backward.empty());
-  ASSERT_FALSE(rs_starts.empty());
-  int inside = 0;
-  for (double s : rs_starts)
+  RsEnqueues r;
+  r.total = enq.size();
+  r.backward_spans = backward.size();
+  for (double q : enq)
     for (auto [b, e] : backward)
-      if (s > b && s < e) inside++;
-  EXPECT_GT(inside, 0) << rs_starts.size() << " reduce-scatters, none started during a backward";
+      if (q >= b && q <= e) {
+        r.inside_backward++;
+        break;
+      }
+  return r;
+}
+
+TEST_F(DpEquivalence, OverlapOffIsBitIdenticalAndTraceShowsOverlap) {
+  const std::string out = train(bin() + " launch --nproc 2 --", "overlap_on",
+                                "--parallel.trace=true --parallel.overlap=true");
+  train(bin() + " launch --nproc 2 --", "overlap_off", "--parallel.trace=true --parallel.overlap=false");
+  expect_same_run("overlap_on", "overlap_off", /*bit_exact=*/true);
+  EXPECT_NE(out.find("comm"), std::string::npos) << "no exposed-communication figure in the step lines:\n" << out;
+  const RsEnqueues on = rs_enqueues(g_dir + "/overlap_on/trace_rank1.json");
+  const RsEnqueues off = rs_enqueues(g_dir + "/overlap_off/trace_rank1.json");
+  std::printf("reduce-scatters enqueued inside backward: overlap on %zu of %zu, off %zu of %zu\n", on.inside_backward,
+              on.total, off.inside_backward, off.total);
+  ASSERT_GT(on.backward_spans, 0u);
+  ASSERT_GE(on.total, 6u * 2) << "expected several buckets per step over 6 steps";
+  EXPECT_EQ(off.total, on.total);
+  EXPECT_EQ(on.inside_backward, on.total) << "with overlap, every reduce-scatter is enqueued during backward";
+  EXPECT_EQ(off.inside_backward, 0u) << "without overlap, no reduce-scatter is enqueued during backward";
 }
 
 TEST_F(DpEquivalence, BadLayoutsAreRejectedByName) {

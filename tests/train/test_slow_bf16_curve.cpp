@@ -1,10 +1,11 @@
 // test_slow_bf16_curve: on the real Brown corpus, `megascale train --train.precision=bf16` follows
 // the fp32 run's loss curve (same config, seed and data order; configs/test_tiny.toml cut to 120
-// steps). Tolerances: every 30-step window's mean training loss within 2% of fp32's, every
-// validation loss within 2%, and the bf16 run learns (its last validation loss is > 2 nats below
-// its first training loss, ~10.9 = ln(50257)). bf16 rounds each GEMM operand to 8 significant
-// bits; measured differences: training windows +0.5-0.6%, validation +0.6-0.7% (over 240 steps
-// the gap shrinks to +0.14%). Runs ~1 min on 2 cores (several on a heavily loaded machine).
+// steps). bf16 rounds each GEMM operand to 8 significant bits; measured differences (bf16 above
+// fp32, growing over these 120 steps; over 240 steps the gap shrinks again to +0.14%): training
+// windows +0.10, +0.36, +0.51, +0.66%; validation +0.27, +0.64, +0.81% (AVX-512 BF16, no AMX).
+// Tolerances, 2x the largest measured: every 30-step window's mean training loss and every
+// validation loss within 1.6% of fp32's; and the bf16 run learns (its last validation loss is > 2
+// nats below its first training loss, ~10.9 = ln(50257)). Runs ~20 s to a few min on 2 cores.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +42,7 @@ TEST(Bf16Curve, BrownBf16FollowsFp32) {
   ASSERT_EQ(prep.code, 0) << prep.output;
 
   const int steps = 120, window = 30;
+  const double kTol = 0.016;  // relative; see the file comment
   auto run = [&](const std::string& precision) {
     const std::string out = dir + "/run_" + precision;
     auto r = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " train " + MEGASCALE_SOURCE_DIR +
@@ -60,11 +62,11 @@ TEST(Bf16Curve, BrownBf16FollowsFp32) {
     double ma = 0, mb = 0;
     for (int i = w * window; i < (w + 1) * window; i++) { ma += a.loss[i] / window; mb += b.loss[i] / window; }
     std::printf("steps %3d-%3d: fp32 %.4f bf16 %.4f (%+.2f%%)\n", w * window + 1, (w + 1) * window, ma, mb, 100 * (mb - ma) / ma);
-    EXPECT_NEAR(mb, ma, 0.02 * ma) << "window " << w;
+    EXPECT_NEAR(mb, ma, kTol * ma) << "window " << w;
   }
   for (size_t i = 0; i < a.val.size(); i++) {
-    std::printf("val %zu: fp32 %.4f bf16 %.4f\n", i, a.val[i], b.val[i]);
-    EXPECT_NEAR(b.val[i], a.val[i], 0.02 * a.val[i]) << "validation " << i;
+    std::printf("val %zu: fp32 %.4f bf16 %.4f (%+.2f%%)\n", i, a.val[i], b.val[i], 100 * (b.val[i] - a.val[i]) / a.val[i]);
+    EXPECT_NEAR(b.val[i], a.val[i], kTol * a.val[i]) << "validation " << i;
   }
   EXPECT_LT(b.val.back(), b.loss.front() - 2.0);
   std::filesystem::remove_all(dir);

@@ -1,0 +1,113 @@
+// test_config: the dumps of the config tree. to_json parses as JSON and holds exactly the fields
+// of list_fields, each under its section with its value and JSON type (on a config where every
+// field was set away from its default, so reading defaults by mistake fails); the JSON rebuilds an
+// identical config through set_field (every field of list_fields equal as text). to_toml reloads
+// through load_toml to the same config too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "config/config.h"
+
+using namespace ms;
+
+namespace {
+
+// A config whose every field differs from its default: ints 1000 + i, floats 0.25 + i / 8 (exact
+// in binary), bools flipped, choices another allowed value, strings "s<i>_<key>" (with characters
+// JSON and TOML must escape).
+Config everything_changed() {
+  Config c;
+  const Config d;
+  const std::vector<FieldInfo> fields = list_fields(d);
+  for (size_t i = 0; i < fields.size(); i++) {
+    const FieldInfo& f = fields[i];
+    std::string v;
+    if (f.type == "int") v = std::to_string(1000 + i);
+    else if (f.type == "float") v = fmt::format("{}", 0.25 + i / 8.0);
+    else if (f.type == "bool") v = f.value == "true" ? "false" : "true";
+    else if (f.type == "choice") v = f.choices.back() != f.value ? f.choices.back() : f.choices.front();
+    else v = "s" + std::to_string(i) + "_" + f.key + " \"quoted\" \\ tab\t";
+    set_field(c, f.key, v, "test");
+  }
+  return c;
+}
+
+std::map<std::string, std::string> as_map(const Config& c) {
+  std::map<std::string, std::string> m;
+  for (const FieldInfo& f : list_fields(c)) m[f.key] = f.value;
+  return m;
+}
+
+TEST(ConfigDump, ToJsonHoldsEveryFieldWithItsValue) {
+  const Config c = everything_changed();
+  const std::vector<FieldInfo> fields = list_fields(c);
+  ASSERT_GE(fields.size(), 40u);
+  // Every field really changed (so the checks below cannot pass on defaults).
+  const std::map<std::string, std::string> def = as_map(Config{});
+  for (const FieldInfo& f : fields) EXPECT_NE(f.value, def.at(f.key)) << f.key;
+
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(to_json(c))) << to_json(c);
+  ASSERT_TRUE(j.is_object());
+  size_t leaves = 0;
+  for (const auto& [sec, obj] : j.items()) {
+    ASSERT_TRUE(obj.is_object()) << sec;
+    leaves += obj.size();
+  }
+  EXPECT_EQ(leaves, fields.size()) << "to_json has fields list_fields does not know, or misses some";
+  for (const FieldInfo& f : fields) {
+    const size_t dot = f.key.find('.');
+    const std::string sec = f.key.substr(0, dot), name = f.key.substr(dot + 1);
+    ASSERT_TRUE(j.contains(sec) && j[sec].contains(name)) << f.key << " is missing from to_json";
+    const nlohmann::json& v = j[sec][name];
+    if (f.type == "int") {
+      ASSERT_TRUE(v.is_number_integer()) << f.key << ": " << v;
+      EXPECT_EQ(std::to_string(v.get<long long>()), f.value) << f.key;
+    } else if (f.type == "float") {
+      ASSERT_TRUE(v.is_number()) << f.key << ": " << v;
+      EXPECT_EQ(static_cast<float>(v.get<double>()), std::stof(f.value)) << f.key;
+    } else if (f.type == "bool") {
+      ASSERT_TRUE(v.is_boolean()) << f.key << ": " << v;
+      EXPECT_EQ(v.get<bool>() ? "true" : "false", f.value) << f.key;
+    } else {
+      ASSERT_TRUE(v.is_string()) << f.key << ": " << v;
+      EXPECT_EQ(v.get<std::string>(), f.value) << f.key;
+    }
+  }
+}
+
+TEST(ConfigDump, ToJsonRoundTripsThroughSetField) {
+  const Config c = everything_changed();
+  const auto j = nlohmann::json::parse(to_json(c));
+  Config back;
+  for (const auto& [sec, obj] : j.items())
+    for (const auto& [name, v] : obj.items()) {
+      std::string text;
+      if (v.is_string()) text = v.get<std::string>();
+      else if (v.is_boolean()) text = v.get<bool>() ? "true" : "false";
+      else if (v.is_number_integer()) text = std::to_string(v.get<long long>());
+      else text = fmt::format("{:.9g}", v.get<double>());
+      set_field(back, sec + "." + name, text, "json");
+    }
+  EXPECT_EQ(as_map(back), as_map(c));
+}
+
+TEST(ConfigDump, ToTomlRoundTripsThroughLoadToml) {
+  const Config c = everything_changed();
+  const std::string dir = ms::testing::make_temp_dir("config_toml");
+  ms::testing::spit(dir + "/c.toml", to_toml(c));
+  Config back;
+  load_toml(back, dir + "/c.toml");
+  EXPECT_EQ(as_map(back), as_map(c));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
