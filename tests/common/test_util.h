@@ -17,11 +17,13 @@
 #include <cstdlib>  // std::getenv
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "base/rng.h"  // ms::splitmix64
+#include "base/check.h"  // ms::Error
+#include "base/rng.h"    // ms::splitmix64
 
 namespace ms::testing {
 
@@ -158,6 +160,34 @@ void with_threads(int threads, F fn) {
 }
 
 // A fixture with a fresh folder per test (named after tag, process and test), removed afterwards.
+// Runs fn and expects an ms::Error whose message contains every one of `parts`.
+template <class Fn>
+void expect_error(Fn fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one containing '" << parts.front() << "'";
+  } catch (const ms::Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+// Central finite differences of f at x (step h), one entry per coordinate.
+inline std::vector<double> finite_diff(std::vector<double> x, const std::function<double(const std::vector<double>&)>& f,
+                                       double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double fp = f(x);
+    x[i] = x0 - h;
+    const double fm = f(x);
+    x[i] = x0;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
 class TempDirTest : public ::testing::Test {
  protected:
   virtual const char* tag() const { return "ms_test"; }

@@ -24,6 +24,8 @@
 #include "data/megatron_dataset.h"
 #include "data/token_shard.h"
 
+using ms::testing::expect_error;
+
 namespace fs = std::filesystem;
 using ms::DataLoader;
 
@@ -56,18 +58,6 @@ class DataTest : public ms::testing::TempDirTest {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 };
-
-// Expects `fn` to throw ms::Error whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << parts[0] << "'";
-  } catch (const ms::Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 // Independent Megatron writer (numpy) following the MMIDIDX layout.
 const char* kPyMegatron = R"PY(

@@ -27,6 +27,8 @@
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
 
+using ms::testing::expect_error;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -84,17 +86,6 @@ class PrepareTest : public ms::testing::TempDirTest {
  protected:
   const char* tag() const override { return "ms_prep"; }
 };
-
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << parts[0] << "'";
-  } catch (const ms::Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 }  // namespace
 

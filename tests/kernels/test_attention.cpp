@@ -189,17 +189,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
       for (size_t i = 0; i < out.size(); ++i) sum += out[i] * g[i];
       return sum;
     };
-    std::vector<double> x = to_double(qkv), fd(x.size());
-    const double h = 1e-6;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const double x0 = x[i];
-      x[i] = x0 + h;
-      const double fp = loss(x);
-      x[i] = x0 - h;
-      const double fm = loss(x);
-      x[i] = x0;
-      fd[i] = (fp - fm) / (2 * h);
-    }
+    const std::vector<double> fd = ms::testing::finite_diff(to_double(qkv), loss);
     expect_close(r.dqkv, fd, 1e-4, 1e-5, "dqkv vs finite differences " + s.str());
   }
 }

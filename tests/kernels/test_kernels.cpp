@@ -31,23 +31,8 @@ namespace {
 using Rng = ms::testing::TestRng;
 using ms::testing::expect_bitwise_equal;
 using ms::testing::expect_close;
+using ms::testing::finite_diff;
 using ms::testing::with_threads;
-// Central differences in double of f (a double function of x) at x, for every element of x.
-std::vector<double> finite_diff(std::vector<double> x, const std::function<double(const std::vector<double>&)>& f,
-                                double h = 1e-6) {
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double fp = f(x);
-    x[i] = x0 - h;
-    const double fm = f(x);
-    x[i] = x0;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
-}
-
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // Runs fn with `threads` OpenMP threads, restoring the previous setting.

@@ -23,6 +23,8 @@
 #include "model/gpt.h"
 #include "model/hf_export.h"
 
+using ms::testing::expect_error;
+
 using namespace ms;
 namespace fs = std::filesystem;
 
@@ -50,17 +52,6 @@ void fill(GPT& g, uint64_t seed) {
   for (const ParamSpec& s : g.param_specs())
     if (s.name == "transformer.wte.weight")
       std::fill(p + s.offset + static_cast<size_t>(m.vocab_size) * m.n_embd, p + s.offset + s.numel(), 0.0f);
-}
-
-// Runs f, expects an ms::Error whose text holds every one of `parts`.
-template <class F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming " << parts.front();
-  } catch (const ms::Error& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
 }
 
 class HfExport : public ms::testing::TempDirTest {
