@@ -16,6 +16,8 @@
 #include "common/alloc_interposer.h"
 #include "comm/comm_env.h"
 #include "comm/world.h"
+#include "base/clock.h"
+#include "obs/trace_sink.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
     for (int s = 0; s < 2; s++) tr.train_step(fn);
     tr.sync_params();  // the warm-up's last all-gathers are done before counting starts
     world->barrier();
+    const int64_t window_start = ms::steady_ns();
     alloc_check::start();
     StepStats st;
     for (int s = 0; s < 3; s++) st = tr.train_step(fn);
@@ -67,8 +70,13 @@ int main(int argc, char** argv) {
     const alloc_check::Counts c = alloc_check::stop();
     const std::string who = alloc_check::report();
     const long comm = alloc_check::project_at("/src/comm/");
-    std::printf("NOALLOC rank=%d project=%ld comm=%ld library=%ld unowned=%ld zero=%d loss=%.4f\n%s", world->rank(),
-                c.project, comm, c.library, c.unowned, tr.data_parallel() ? 1 : 0, st.loss, who.c_str());
+    // Communication ops started in the window (the trace sink's comm track; read after counting).
+    long ops = 0;
+    for (const ms::TraceRecord& r : ms::TraceSink::get().snapshot(ms::TraceTrack::kComm))
+      if (r.enqueue_ns >= window_start) ops++;
+    std::printf("NOALLOC rank=%d project=%ld comm=%ld library=%ld unowned=%ld zero=%d ops=%ld loss=%.4f\n%s",
+                world->rank(), c.project, comm, c.library, c.unowned, tr.data_parallel() ? 1 : 0, ops, st.loss,
+                who.c_str());
     std::fflush(stdout);
     world->barrier();
     return 0;

@@ -151,11 +151,13 @@ INSTANTIATE_TEST_SUITE_P(Steps, NoAlloc,
 //   std::function), :149 (run_op: the std::function of run_step); src/comm/comm_thread.cpp:57
 //   (the queue's deque); src/comm/backends/gloo.cpp:322 (execute), :333/:342/:343
 //   (reduce_scatter_v), :357/:358 (all_gather_v), :387/:388/:396/:397 (exchange: vectors).
-// They are printed on every run and bounded by the measured count of each case (so a new one
-// fails); set the bounds to 0 once src/comm/ is allocation-free.
+// They are printed on every run and bounded per communication op started in the window (the tool
+// counts them from the trace sink): at most 12, against ~10 measured (the queue's deque allocates a
+// block every few ops, depending on how many are in flight, so an exact total would be timing-
+// dependent); a new allocation per op fails. Set the bound to 0 once src/comm/ is allocation-free.
 struct Dp2Case {
   Case c;
-  long known_comm_allocs;
+  long known_comm_allocs_per_op;  // bound on src/comm/'s allocations per communication op
 };
 
 class NoAllocDp2 : public ::testing::TestWithParam<Dp2Case> {};
@@ -167,7 +169,8 @@ TEST_P(NoAllocDp2, ZeroStepAllocatesNothingAfterWarmupOnEveryRank) {
       " launch --nproc 2 -- " + MEGASCALE_TOOLS_DIR + "/no_alloc_rank --precision " + c.precision + " --optimizer " +
       c.optimizer + " --threads " + std::to_string(c.threads));
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::regex line(R"(NOALLOC rank=(\d) project=(\d+) comm=(\d+) library=(\d+) unowned=(\d+) zero=(\d))");
+  const std::regex line(
+      R"(NOALLOC rank=(\d) project=(\d+) comm=(\d+) library=(\d+) unowned=(\d+) zero=(\d) ops=(\d+))");
   std::vector<bool> seen(2, false);
   for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
     const int rank = std::stoi((*it)[1]);
@@ -178,8 +181,11 @@ TEST_P(NoAllocDp2, ZeroStepAllocatesNothingAfterWarmupOnEveryRank) {
     EXPECT_EQ(project - comm, 0) << "rank " << rank
                                  << ": megascale's own allocations outside src/comm/ during 3 ZeRO-2 steps:\n"
                                  << r.output;
-    EXPECT_LE(comm, GetParam().known_comm_allocs) << "rank " << rank << ": more allocations in src/comm/ than the known ones:\n"
-                                      << r.output;
+    const long ops = std::stol((*it)[7]);
+    EXPECT_GT(ops, 0) << "rank " << rank << ": no communication op in the window\n" << r.output;
+    EXPECT_LE(comm, GetParam().known_comm_allocs_per_op * ops)
+        << "rank " << rank << ": more allocations in src/comm/ per op than the known ones (" << comm << " for " << ops
+        << " ops):\n" << r.output;
     EXPECT_EQ(std::stol((*it)[5]), 0) << "rank " << rank << ": allocations without an owner frame\n" << r.output;
     if (comm > 0)
       std::printf("KNOWN DEFECT rank %d: %ld allocations in src/comm/ during 3 ZeRO-2 steps (see below)\n", rank, comm);
@@ -189,7 +195,7 @@ TEST_P(NoAllocDp2, ZeroStepAllocatesNothingAfterWarmupOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Steps, NoAllocDp2,
-                         ::testing::Values(Dp2Case{{"fp32", "adamw", 1}, 695}, Dp2Case{{"bf16", "lamb", 2}, 724}),
+                         ::testing::Values(Dp2Case{{"fp32", "adamw", 1}, 12}, Dp2Case{{"bf16", "lamb", 2}, 12}),
                          [](const auto& info) {
                            const Case& c = info.param.c;
                            return std::string(c.precision) + "_" + c.optimizer + "_t" + std::to_string(c.threads);
