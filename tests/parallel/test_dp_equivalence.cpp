@@ -177,14 +177,16 @@ TEST_F(DpEquivalence, GlooAndMpiMatchSingleProcess) {
 // bf16 GEMMs under ZeRO-2 (the gathered weights converted to bf16 bucket by bucket as they arrive):
 // the fp32 master weights differ from the single process only by the gradient-sum association,
 // but the forward rounds them to bf16, so a 1-ulp flip of a weight's bf16 copy moves the loss and
-// the next updates. Measured (6 steps, dp = 2, Gloo): losses within 2.1e-5 relative, weights max
-// |dw| 2.4e-3 and 5.6e-4 relative L2. Tolerance ~2x that: losses 5e-5 relative, weights 5e-3
-// absolute (half of one learning-rate step, 1e-2) and 1.2e-3 relative L2.
+// the next updates. Which weights flip depends on the exact bits, so the size of the difference
+// varies with the build and the CPU's bf16 path. Measured (6 steps, dp = 2, Gloo): release build
+// losses within 2.1e-5 relative, weights max |dw| 2.4e-3 and 5.6e-4 relative L2; ThreadSanitizer
+// build (scripts/test_tsan.sh) 6.1e-5, 2.25e-3 and 7.0e-4. Tolerance ~2x the larger: losses 1.5e-4
+// relative, weights 5e-3 absolute (half of one learning-rate step, 1e-2) and 1.5e-3 relative L2.
 TEST_F(DpEquivalence, Bf16FollowsSingleProcess) {
   const std::string o = " --train.precision=bf16";
   train(bin(), "ref_bf16", o);
   train(bin() + " launch --nproc 2 --", "gloo_bf16_2", o);
-  expect_same_run("ref_bf16", "gloo_bf16_2", false, 5e-5, 1.2e-3, 5e-3);
+  expect_same_run("ref_bf16", "gloo_bf16_2", false, 1.5e-4, 1.5e-3, 5e-3);
   EXPECT_EQ(losses("ref_bf16")[0], losses("gloo_bf16_2")[0]) << "step 1 runs on identical weights";
 }
 
