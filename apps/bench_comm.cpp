@@ -24,11 +24,12 @@
 #include "app_paths.h"         // self_executable
 #include "launch/launcher.h"
 #include "comm/rank_grid.h"
+#include "base/clock.h"  // SteadyClock
 
 namespace ms {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 namespace {
 
@@ -73,8 +74,6 @@ spdlog::logger& bench_log() {
   }();
   return *logger;
 }
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The benchmark grid of n ranks: tp=2 when n is even, pp=2 when n >= 8 and it divides, dp the rest.
 GridShape bench_shape(int n) {

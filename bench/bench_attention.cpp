@@ -10,11 +10,10 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.h"
+#include "base/clock.h"  // steady_seconds
 
 namespace {
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return ms::steady_seconds(); }
 // Process CPU time (all threads): less sensitive than wall time to other processes on the machine.
 double cpu_now() {
   timespec ts;

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernels/matmul.h"  // ms::sgemm
+#include "base/clock.h"  // Stopwatch
 
 namespace {
 
@@ -24,9 +25,9 @@ template <class F>
 double best_gflops(F&& run, double flops) {
   double best = 0;
   for (int r = 0; r < 6; r++) {
-    auto t0 = std::chrono::steady_clock::now();
+    const ms::Stopwatch watch;
     run();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double s = watch.seconds();
     if (r > 0) best = std::max(best, flops / s / 1e9);
   }
   return best;

@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"  // steady_seconds
+
 namespace {
 
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return ms::steady_seconds(); }
 
 struct Totals { double plain = 0, packed = 0, reorder = 0; };
 

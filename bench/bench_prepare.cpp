@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/prepare.h"  // PrepareOptions, run_prepare
+#include "base/clock.h"  // Stopwatch
 
 namespace fs = std::filesystem;
 
@@ -80,9 +81,9 @@ int main(int argc, char** argv) {
     std::vector<double> secs;
     ms::PrepareResult r;
     for (int i = 0; i < reps; i++) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const ms::Stopwatch watch;
       r = ms::run_prepare(opt);  // the tokenizer tables are loaded inside: part of the cost
-      secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      secs.push_back(watch.seconds());
       const double tokens = static_cast<double>(r.train_tokens + r.val_tokens);
       fmt::print("run {}: {} documents, {:.0f} tokens in {:.3f} s = {:.0f} tokens/s\n", i + 1,
                  r.train_documents.size() + r.val_documents.size(), tokens, secs.back(), tokens / secs.back());

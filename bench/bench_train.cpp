@@ -38,14 +38,13 @@
 #include "base/rng.h"      // Rng
 #include "base/thread_pin.h"  // pin_omp_threads
 #include "train/trainer.h"  // Trainer
+#include "base/clock.h"  // steady_seconds
 
 namespace {
 
 using json = nlohmann::json;
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return ms::steady_seconds(); }
 
 // Process CPU time, all threads (less skewed than wall time when other processes share the cores).
 double process_cpu_s() {

@@ -13,6 +13,9 @@ inline int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
 }
 
+// Now, in steady-clock seconds (benchmarks subtract two of these).
+inline double steady_seconds() { return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count(); }
+
 // Seconds elapsed since t0 (a SteadyClock time point).
 inline double seconds_since(SteadyClock::time_point t0) {
   return std::chrono::duration<double>(SteadyClock::now() - t0).count();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/check.h"  // ms::Error
+#include "base/clock.h"  // SteadyClock
 #include "base/dtype.h"  // DType
 
 namespace ms {
@@ -116,7 +117,7 @@ class Communicator {
     ReduceOp reduce = ReduceOp::kSum;
     int peer = -1;             // send/recv peer, broadcast root (group ranks)
     uint32_t tag = 0;
-    std::chrono::steady_clock::time_point deadline;  // start on the comm thread + timeout_
+    SteadyClock::time_point deadline;  // start on the comm thread + timeout_
     int waiting_on = -1;       // set by the backend while it waits on one peer (group rank)
     std::shared_ptr<void> handle;  // backend state between post() and complete()
   };

@@ -3,7 +3,6 @@
 #include "data/prepare.h"
 
 #include <algorithm>   // std::sort, std::min
-#include <chrono>      // std::chrono::steady_clock
 #include <cmath>       // std::floor, std::log2, std::log
 #include <cstdio>      // std::fflush
 #include <filesystem>  // std::filesystem
@@ -19,6 +18,7 @@
 #include "data/brown.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
+#include "base/clock.h"  // Stopwatch
 
 namespace ms {
 
@@ -72,9 +72,8 @@ struct SplitWriter {
 }  // namespace
 
 PrepareResult run_prepare(const PrepareOptions& opt) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  auto secs = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  const Stopwatch watch;
+  auto secs = [&] { return watch.seconds(); };
   MS_CHECK(!opt.inputs.empty(), "prepare: no inputs given");
   MS_CHECK(!opt.out_dir.empty(), "prepare: no output directory given");
   MS_CHECK(opt.format == "auto" || opt.format == "text" || opt.format == "brown",

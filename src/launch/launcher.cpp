@@ -28,10 +28,11 @@
 #include "launch/rank_output.h"
 #include "launch/redis_server.h"
 #include "launch/signal_forwarding.h"
+#include "base/clock.h"  // SteadyClock
 
 namespace ms {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 using namespace launch;
 
 namespace {

@@ -22,11 +22,12 @@
 
 #include "base/check.h"
 #include "launch/process.h"
+#include "base/clock.h"  // SteadyClock
 
 namespace ms::launch {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 namespace {
 
