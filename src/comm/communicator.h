@@ -1,4 +1,4 @@
-// comm: the one interface every parallel component uses to talk to other ranks.
+// communicator: the one interface every parallel component uses to talk to other ranks.
 // A Communicator is a group of ranks on a real engine (Gloo over TCP, or MPI); it offers all-reduce,
 // reduce-scatter, all-gather, broadcast, send/recv and barrier on fp32 and bf16 buffers, sum or max.
 // Guarantees:

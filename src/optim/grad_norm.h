@@ -1,5 +1,5 @@
 // grad_norm: global gradient L2 norm, clipping and finiteness check over flat fp32 buffers.
-// Sums of squares accumulate in double over fixed blocks (optim_tensors.h: the block layout depends
+// Sums of squares accumulate in double over fixed blocks (work_split.h: the block layout depends
 // only on n) with 8 fixed lanes per block, so the result is bit-identical for any OpenMP thread
 // count and for the SIMD and scalar builds. grad_sq_sum of a slice is a partial sum: a sharded
 // caller adds the partials of all shards (then the association differs from the unsharded sum).

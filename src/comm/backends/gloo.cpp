@@ -1,4 +1,4 @@
-// comm_gloo: Gloo backend (see comm_gloo.h for what it guarantees).
+// backends/gloo.cpp: the Gloo backend (see gloo.h for what it guarantees).
 #include "comm/backends/gloo.h"
 
 #include <signal.h>    // sigaction, SIGPIPE

@@ -1,4 +1,4 @@
-// comm_mpi: MPI backend (see comm_mpi.h for what it guarantees).
+// backends/mpi.cpp: the MPI backend (see mpi.h for what it guarantees).
 #define OMPI_SKIP_MPICXX 1  // C API only
 #define MPICH_SKIP_MPICXX 1
 #include "comm/backends/mpi.h"
