@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/alloc_interposer.h"
+#include "common/tiny_training.h"
 #include "comm/comm_env.h"
 #include "comm/world.h"
 #include "base/clock.h"
@@ -39,26 +40,12 @@ int main(int argc, char** argv) {
     CommEnv env = CommEnv::from_environment();
     env.timeout = std::chrono::milliseconds(60000);
     auto world = init_world(env);
-    Config cfg;
-    cfg.model.n_layer = 2; cfg.model.n_embd = 64; cfg.model.n_head = 4;
-    cfg.model.vocab_size = 300; cfg.model.max_seq_len = 32;
-    cfg.train.batch_size = 2; cfg.train.seq_len = 32; cfg.train.grad_accum = 2;
-    cfg.train.steps = 10; cfg.train.precision = *ms::dtype_from_name(precision);
-    cfg.train.threads = threads;
-    cfg.optim.name = *ms::parse_config_enum<ms::OptimizerKind>(optimizer);
+    Config cfg = ms::testing::tiny_training_config(precision, optimizer, threads);
     cfg.parallel.bucket_mb = 0.05f;  // several buckets: overlap in backward, staged all-gathers
-    cfg.data.train = "unused";
     cfg.validate();
     Trainer tr(cfg, world.get());
-    uint64_t x = 1 + static_cast<uint64_t>(world->rank());  // each rank its own data
-    auto next = [&](int* in, int* tg) {
-      for (int i = 0; i < cfg.train.batch_size * cfg.train.seq_len; i++) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        in[i] = static_cast<int>((x >> 33) % 300);
-        tg[i] = static_cast<int>((x >> 17) % 300);
-      }
-    };
-    std::function<void(int*, int*)> fn = next;  // built before counting
+    // Each rank its own data; built before counting.
+    std::function<void(int*, int*)> fn = ms::testing::lcg_batches(cfg, 1 + static_cast<uint64_t>(world->rank()));
     for (int s = 0; s < 2; s++) tr.train_step(fn);
     tr.sync_params();  // the warm-up's last all-gathers are done before counting starts
     world->barrier();

@@ -20,6 +20,7 @@
 
 #include "common/alloc_interposer.h"
 #include "common/test_util.h"
+#include "common/tiny_training.h"
 #include "train/trainer.h"
 
 using namespace ms;
@@ -101,25 +102,10 @@ TEST_P(NoAlloc, StepAllocatesNothingAfterWarmup) {
   ac::init();
   ASSERT_TRUE(ac::ready());
   ms::testing::with_threads(c.threads, [&] {
-    Config cfg;
-    cfg.model.n_layer = 2; cfg.model.n_embd = 64; cfg.model.n_head = 4;
-    cfg.model.vocab_size = 300; cfg.model.max_seq_len = 32;
-    cfg.train.batch_size = 2; cfg.train.seq_len = 32; cfg.train.grad_accum = 2;
-    cfg.train.steps = 10; cfg.train.precision = *ms::dtype_from_name(c.precision);
-    cfg.train.threads = c.threads;
-    cfg.optim.name = *ms::parse_config_enum<ms::OptimizerKind>(c.optimizer);
-    cfg.data.train = "unused";
+    Config cfg = ms::testing::tiny_training_config(c.precision, c.optimizer, c.threads);
     cfg.validate();
     Trainer tr(cfg);
-    uint64_t x = 1;
-    auto next = [&](int* in, int* tg) {
-      for (int i = 0; i < cfg.train.batch_size * cfg.train.seq_len; i++) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        in[i] = static_cast<int>((x >> 33) % 300);
-        tg[i] = static_cast<int>((x >> 17) % 300);
-      }
-    };
-    std::function<void(int*, int*)> fn = next;  // built before counting
+    std::function<void(int*, int*)> fn = ms::testing::lcg_batches(cfg, 1);  // built before counting
     for (int s = 0; s < 2; s++) tr.train_step(fn);
     ac::start();
     StepStats st;
