@@ -14,10 +14,10 @@
 #include <CLI/CLI.hpp>  // CLI::AsSizeValue, CLI::detail::lexical_cast
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/stdout_sinks.h>
 
+#include "base/atomic_file.h"  // write_text_atomic
 #include "base/check.h"
+#include "base/log.h"  // make_named_logger
 #include "comm/comm_env.h"       // CommEnv
 #include "comm/communicator.h"  // Communicator
 #include "comm/world.h"          // init_world
@@ -66,12 +66,7 @@ size_t parse_one_size(const std::string& s) {
 
 // Progress and failure notices on stderr, "bench comm: <message>" (spdlog, not registered globally).
 spdlog::logger& bench_log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    auto l = std::make_shared<spdlog::logger>("bench comm", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%n: %v");
-    l->flush_on(spdlog::level::info);
-    return l;
-  }();
+  static const std::shared_ptr<spdlog::logger> logger = make_named_logger("bench comm");
   return *logger;
 }
 
@@ -240,12 +235,7 @@ void run_comm_bench_worker(const CommBenchWorkerOptions& opt) {
     if (opt.out.empty()) {
       fmt::print("{}\n", result.dump(2));
     } else {
-      const std::string tmp = opt.out + ".tmp";
-      std::ofstream f(tmp);
-      f << result.dump(2) << "\n";
-      f.close();
-      MS_CHECK(f.good(), "cannot write {}", tmp);
-      fs::rename(tmp, opt.out);
+      write_text_atomic(opt.out, result.dump(2) + "\n");
     }
   }
 }
@@ -332,10 +322,8 @@ int run_comm_bench(const CommBenchOptions& opt) {
                  row["algbw_GBps"].get<double>(), row["busbw_GBps"].get<double>());
   }
   if (!opt.json_path.empty()) {
-    json all = {{"cores", usable_cores()}, {"runs", results}};
-    std::ofstream f(opt.json_path);
-    f << all.dump(2) << "\n";
-    MS_CHECK(f.good(), "cannot write {}", opt.json_path);
+    const json all = {{"cores", usable_cores()}, {"runs", results}};
+    write_text_atomic(opt.json_path, all.dump(2) + "\n");
   }
   return failures == 0 ? 0 : 1;
 }

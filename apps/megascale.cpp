@@ -153,8 +153,7 @@ int main(int argc, char** argv) {
     CLI::App* train = app.get_subcommand("train");
     for (size_t i = 0; i < fields.size(); i++)
       if (train->count("--" + fields[i].key) > 0) ms::set_field(cfg, fields[i].key, targs.values[i], "command line");
-    cfg.validate();
-    float loss = ms::run_training(cfg);
+    float loss = ms::run_training(cfg);  // validates the config before anything else
     fmt::print("final loss {:.4f}\n", loss);
     return 0;
   } catch (const std::exception& e) {  // ms::Error and anything else: one line, exit 1

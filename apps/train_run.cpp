@@ -37,10 +37,9 @@ float run_training(const Config& cfg_in) {
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
   Config cfg = cfg_in;
   CommEnv env = CommEnv::from_environment();
+  cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
-  cfg.validate();  // every value in range before any arithmetic on them
-  cfg.resolve_layout(env.world_size);
   std::unique_ptr<RankGrid> grid;
   if (env.world_size > 1)
     grid = std::make_unique<RankGrid>(init_world(env), cfg.parallel.order,
@@ -56,7 +55,7 @@ float run_training(const Config& cfg_in) {
   if (rank == 0) {
     fs::create_directories(out_dir);
     const std::string text = to_toml(cfg);
-    write_file_atomic(out_dir + "/config.resolved.toml", {{text.data(), text.size()}});
+    write_text_atomic(out_dir + "/config.resolved.toml", text);
   }
   RunLog log(out_dir, cfg.train.progress, /*silent=*/rank != 0);
   const int B = cfg.train.batch_size, T = cfg.train.seq_len;

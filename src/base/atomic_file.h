@@ -12,6 +12,7 @@
 #include <cstddef>  // size_t
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ms {
@@ -25,6 +26,10 @@ struct ByteRange {
 void write_file_atomic(const std::string& path, const std::vector<ByteRange>& parts);
 inline void write_file_atomic(const std::string& path, std::initializer_list<ByteRange> parts) {
   write_file_atomic(path, std::vector<ByteRange>(parts));
+}
+// A text file (JSON, TOML).
+inline void write_text_atomic(const std::string& path, std::string_view text) {
+  write_file_atomic(path, {{text.data(), text.size()}});
 }
 
 // Makes `dir`'s entries (renames, creations) durable: open + fsync of the directory.

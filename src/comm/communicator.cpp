@@ -115,6 +115,8 @@ CommWork Communicator::start_barrier() {
 }
 
 CommWork Communicator::submit(Op op, size_t bytes) {
+  MS_CHECK(op.dtype == DType::kF32 || op.dtype == DType::kBF16, "{} on group '{}': element type {} is not fp32 or bf16",
+           op.name, name_, dtype_name(op.dtype));
   auto state = std::make_shared<detail::WorkState>();
   state->posted_kind = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
   std::lock_guard lk(submit_mu_);

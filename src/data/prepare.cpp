@@ -231,7 +231,7 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
   meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
   const std::string meta_text = meta.dump(2) + "\n";
-  write_file_atomic((fs::path(opt.out_dir) / "meta.json").string(), {{meta_text.data(), meta_text.size()}});
+  write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta_text);
 
   if (opt.verbose) {
     fmt::print("prepare: train {} documents, {} tokens in {} shards; val {} documents, {} tokens in "

@@ -2,9 +2,8 @@
 #include "data/token_shard.h"
 
 #include <bit>        // std::endian
-#include <cstdio>     // std::fopen, std::fwrite, std::rename, std::remove
+#include <cstdio>     // std::fopen, std::fread, std::fclose
 #include <cstring>    // std::memcpy
-#include <unistd.h>   // close, getpid
 
 #include "base/atomic_file.h"  // write_file_atomic
 #include "base/check.h"

@@ -20,10 +20,9 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/stdout_sinks.h>
 
 #include "base/check.h"
+#include "base/log.h"  // make_named_logger
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/redis_server.h"
@@ -40,13 +39,7 @@ namespace {
 // The launcher's own messages on stderr, "megascale launch: <message>" (spdlog; not registered in
 // spdlog's global registry, so it cannot clash with a program's loggers).
 spdlog::logger& launch_log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    auto l = std::make_shared<spdlog::logger>("megascale launch", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%n: %v");
-    l->set_level(spdlog::level::info);
-    l->flush_on(spdlog::level::info);
-    return l;
-  }();
+  static const std::shared_ptr<spdlog::logger> logger = make_named_logger("megascale launch");
   return *logger;
 }
 

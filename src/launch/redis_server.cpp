@@ -5,11 +5,9 @@
 #include <netinet/in.h>  // sockaddr_in, INADDR_LOOPBACK
 #include <signal.h>      // kill
 #include <sys/socket.h>  // socket, bind, getsockname
-#include <sys/time.h>    // timeval
 #include <sys/wait.h>    // WIFEXITED, WEXITSTATUS
 #include <unistd.h>      // close
 
-#include <hiredis/hiredis.h>
 
 #include <cerrno>
 #include <fstream>
@@ -21,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/redis_ping.h"  // redis_ping
 #include "launch/process.h"
 #include "base/clock.h"  // SteadyClock
 
@@ -28,51 +27,6 @@ namespace ms::launch {
 
 namespace fs = std::filesystem;
 using Clock = SteadyClock;
-
-namespace {
-
-timeval to_timeval(std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = (time_t)(t.count() / 1000);
-  tv.tv_usec = (suseconds_t)((t.count() % 1000) * 1000);
-  return tv;
-}
-
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-
-// Runs one command; empty when the reply is a status or string reply equal to `expect`, else the
-// reason.
-std::string command_expecting(redisContext* c, const std::string& expect, const char* format, const char* arg) {
-  std::unique_ptr<redisReply, ReplyFree> r(
-      static_cast<redisReply*>(arg ? redisCommand(c, format, arg) : redisCommand(c, format)));
-  if (!r) return c->errstr[0] ? c->errstr : "no reply";
-  const std::string text(r->str ? r->str : "", r->str ? r->len : 0);
-  if (r->type == REDIS_REPLY_ERROR) return text;
-  if ((r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) && text == expect) return "";
-  return fmt::format("unexpected reply '{}'", text);
-}
-
-}  // namespace
-
-bool redis_answers(const std::string& host, int port, const std::string& password, std::chrono::milliseconds timeout,
-                   std::string* why) {
-  const timeval tv = to_timeval(timeout);
-  std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, tv));
-  std::string reason;
-  if (!c) reason = "cannot allocate a redis context";
-  else if (c->err) reason = c->errstr;
-  else if (redisSetTimeout(c.get(), tv) != REDIS_OK) reason = c->errstr[0] ? c->errstr : "cannot set the timeout";
-  else if (!password.empty() && !(reason = command_expecting(c.get(), "OK", "AUTH %s", password.c_str())).empty())
-    reason = "AUTH: " + reason;
-  else reason = command_expecting(c.get(), "PONG", "PING", nullptr);
-  if (why) *why = reason;
-  return reason.empty();
-}
 
 int free_loopback_port() {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -115,7 +69,7 @@ RedisServer::RedisServer(const fs::path& dir) : dir_(dir) {
         long pid = 0;
         if (f >> pid && pid > 0) {
           pid_ = (pid_t)pid;
-          if (redis_answers("127.0.0.1", port, "", std::chrono::milliseconds(1000))) {
+          if (redis_ping("127.0.0.1", port, "", std::chrono::milliseconds(1000)).ok()) {
             url_ = fmt::format("redis://127.0.0.1:{}", port);
             return;
           }

@@ -5,7 +5,6 @@
 
 #include <cmath>       // std::isfinite
 #include <filesystem>  // std::filesystem
-#include <fstream>     // std::ofstream
 
 #include <fmt/ranges.h>         // fmt::join
 #include <nlohmann/json.hpp>  // nlohmann::json
@@ -62,7 +61,7 @@ void export_hf(const GPT& model, const std::string& dir) {
   fs::create_directories(tmp_dir);
   save_safetensors((tmp_dir / "model.safetensors").string(), f);
   const std::string text = c.dump(2) + "\n";
-  write_file_atomic((tmp_dir / "config.json").string(), {{text.data(), text.size()}});
+  write_text_atomic((tmp_dir / "config.json").string(), text);
   publish_directory(tmp_dir.string(), final_dir.string());
 }
 

@@ -13,7 +13,7 @@ namespace {
 void write_json(const std::string& path, const nlohmann::json& doc, int indent) {
   // Error texts may carry arbitrary bytes from a library: replace invalid UTF-8 rather than fail.
   const std::string text = doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  write_file_atomic(path, {{text.data(), text.size()}});
+  write_text_atomic(path, text);
 }
 
 std::string str(std::string_view s) { return std::string(s); }

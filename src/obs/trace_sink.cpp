@@ -39,14 +39,19 @@ bool TraceSink::enabled(TraceTrack track) const {
   return g.on;
 }
 
+TraceRecord& TraceSink::claim_slot(Ring& g, uint64_t& id) {
+  id = g.next_id++;
+  const size_t slot = id % g.recs.size();
+  g.ids[slot] = id;
+  return g.recs[slot];
+}
+
 uint64_t TraceSink::open(TraceTrack track, TraceRecord r) {
   Ring& g = ring(track);
   std::lock_guard lk(g.m);
   if (!g.on) return kNoId;
-  const uint64_t id = g.next_id++;
-  const size_t slot = id % g.recs.size();
-  g.recs[slot] = std::move(r);
-  g.ids[slot] = id;
+  uint64_t id;
+  claim_slot(g, id) = std::move(r);
   return id;
 }
 
@@ -54,9 +59,8 @@ void TraceSink::span(std::string_view name, int64_t start_ns, int64_t end_ns) {
   Ring& g = ring(TraceTrack::kCompute);
   std::lock_guard lk(g.m);
   if (!g.on) return;
-  const uint64_t id = g.next_id++;
-  const size_t slot = id % g.recs.size();
-  TraceRecord& r = g.recs[slot];  // assigned field by field: reuses the slot's storage
+  uint64_t id;
+  TraceRecord& r = claim_slot(g, id);  // assigned field by field: reuses the slot's storage
   r.name = name;
   r.group.clear();
   r.seq = id;
@@ -65,7 +69,6 @@ void TraceSink::span(std::string_view name, int64_t start_ns, int64_t end_ns) {
   r.enqueue_ns = r.start_ns = start_ns;
   r.end_ns = end_ns;
   r.status.clear();
-  g.ids[slot] = id;
 }
 
 std::vector<TraceRecord> TraceSink::snapshot(TraceTrack track) const {

@@ -71,6 +71,8 @@ class TraceSink {
     uint64_t next_id = 0;
   };
   TraceSink();
+  // The slot of the next record of g (its id in `id`); g.m must be held.
+  static TraceRecord& claim_slot(Ring& g, uint64_t& id);
   Ring& ring(TraceTrack t) { return rings_[static_cast<int>(t)]; }
   const Ring& ring(TraceTrack t) const { return rings_[static_cast<int>(t)]; }
   Ring rings_[2];

@@ -4,7 +4,7 @@
 #include <signal.h>    // sigaction, SIGPIPE
 #include <sys/time.h>  // timeval
 
-#include <hiredis/hiredis.h>  // redisConnectWithTimeout (the probe)
+#include <hiredis/hiredis.h>  // redisSetTimeout, redisCommand (AuthRedisStore)
 
 #include <algorithm>
 #include <cstring>  // memcpy
@@ -25,6 +25,7 @@
 
 #include "base/bf16.h"
 #include "base/clock.h"  // SteadyClock
+#include "base/redis_ping.h"  // redis_ping
 
 namespace ms {
 namespace {
@@ -73,48 +74,29 @@ StoreAddress parse_store(const std::string& s) {
 }
 
 // Checks that a Redis server answers at host:port before Gloo's RedisStore connects (its
-// connect has no timeout): hiredis's redisConnectWithTimeout, retried on failure until `limit`,
-// then AUTH (when a password is known) and PING, each given the time left (at least 1 s).
+// connect has no timeout): base/redis_ping.h, retried while nothing accepts a connection, until
+// `limit` (each try given the time left, at least 1 s; a connected server at least 1 s to answer).
 // Throws a CommError naming the address when nothing accepts a connection within `limit`, when the
 // name does not resolve, or with the server's answer when AUTH or PING is refused (e.g. NOAUTH).
 void probe_redis(const std::string& host, int port, const std::string& password, milliseconds limit,
                  const std::string& what) {
   const auto deadline = Clock::now() + limit;
-  auto timeout_left = [&](int64_t floor_ms) {  // the time left, at least floor_ms
-    const auto left = std::max<int64_t>(
-        std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count(), floor_ms);
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(left / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((left % 1000) * 1000);
-    return tv;
-  };
-  struct ContextFree {
-    void operator()(redisContext* c) const { redisFree(c); }
-  };
   std::string last = "no address";
   for (;;) {
-    std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, timeout_left(1)));
-    if (!c) MS_COMM_FAIL("rendezvous store {}: cannot allocate a redis context", what);
-    // hiredis reports a failed getaddrinfo as REDIS_ERR_OTHER (and, with the same code, "Can't
-    // create socket: ..." when every address failed, which is worth retrying).
-    if (c->err == REDIS_ERR_OTHER && std::string_view(c->errstr).rfind("Can't create socket", 0) != 0)
-      MS_COMM_FAIL("rendezvous store {} is unreachable: cannot resolve '{}': {}", what, host, c->errstr);
-    if (c->err == 0) {
-      redisSetTimeout(c.get(), timeout_left(1000));  // connected at the deadline: still time to answer
-      // One command whose status reply must be `expect`; else a CommError with the server's answer.
-      auto command = [&](const char* name, const char* expect, redisReply* r) {
-        if (!r) MS_COMM_FAIL("rendezvous store {}: no answer to {}: {}", what, name, c->errstr);
-        const std::string text = r->str ? std::string(r->str, r->len) : "";
-        const bool ok = (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) && text == expect;
-        freeReplyObject(r);
-        if (!ok) MS_COMM_FAIL("rendezvous store {} refused {}: {}", what, name, text);
-      };
-      if (!password.empty())
-        command("AUTH", "OK", static_cast<redisReply*>(redisCommand(c.get(), "AUTH %s", password.c_str())));
-      command("PING", "PONG", static_cast<redisReply*>(redisCommand(c.get(), "PING")));
-      return;
+    const auto left = std::max<int64_t>(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count(), 1000);
+    const RedisPing p = redis_ping(host, port, password, milliseconds(left));
+    switch (p.result) {
+      case RedisPing::Result::kOk: return;
+      case RedisPing::Result::kUnresolvable:
+        MS_COMM_FAIL("rendezvous store {} is unreachable: cannot resolve '{}': {}", what, host, p.reason);
+      case RedisPing::Result::kNoAnswer:
+        MS_COMM_FAIL("rendezvous store {}: no answer to {}: {}", what, p.command, p.reason);
+      case RedisPing::Result::kRefused:
+        MS_COMM_FAIL("rendezvous store {} refused {}: {}", what, p.command, p.reason);
+      case RedisPing::Result::kNoConnection:
+        break;
     }
-    last = c->errstr;
+    last = p.reason;
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
