@@ -6,6 +6,14 @@
 //   B  batch size (sequences)        T  sequence length         N = B*T rows
 //   C  channels (n_embd)             NH heads                   HS = C/NH head size
 //   L  layers                        V  vocabulary size         Vp = V padded to a multiple of 64
+// Local shapes of a model cut into P tensor-parallel parts (ModelShard, param_layout.h):
+//   NHl = NH/P heads, Cl = C/P their channels, Fl = 4C/P MLP width, Vl = Vp/P vocabulary rows
+//   (columns [v0, v0+Vl) of the logits); n = N/P residual-stream rows with sequence parallelism
+//   (rows [index*n, (index+1)*n) of the B*T rows), else n = N. P = 1: every local shape is the
+//   full one. The ranks meet only in the TensorRegions calls (tensor_regions.h): gather_rows into
+//   and reduce_rows out of each tensor-parallel region (per block: one pair for the parallel block,
+//   two for the sequential one; one each for the embedding and the LM head) and the two all-reduces
+//   of the vocabulary-parallel cross-entropy. A row-parallel layer's bias is added by part 0 only.
 //
 // Block variants: sequential (GPT-2: h = x + Attn(LN1(x)); y = h + MLP(LN2(h))) and parallel
 // (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one LayerNorm shared by both branches).
@@ -35,39 +43,51 @@
 #include "base/dtype.h"              // DType
 #include "config/model_config.h"   // ModelConfig
 #include "model/bf16_weight_cache.h"  // Bf16WeightCache
-#include "model/param_layout.h"    // ParamSpec, ParamKind
+#include "model/param_layout.h"    // ParamSpec, ParamKind, ModelShard
+#include "model/tensor_regions.h"  // TensorRegions
 
 namespace ms {
 
-// Pointers of one block's parameters (or gradients) into a flat buffer.
+// Pointers of one block's parameters (or gradients) into a flat buffer (local shapes).
 struct BlockParams {
   float *ln1_w, *ln1_b;              // (C)
-  float *qkv_w, *qkv_b;              // (3C, C), (3C)
-  float *attn_proj_w, *attn_proj_b;  // (C, C), (C)
+  float *qkv_w, *qkv_b;              // (3Cl, C), (3Cl)
+  float *attn_proj_w, *attn_proj_b;  // (C, Cl), (C)
   float *ln2_w, *ln2_b;              // (C); nullptr in the parallel block
-  float *fc_w, *fc_b;                // (4C, C), (4C)
-  float *fc_proj_w, *fc_proj_b;      // (C, 4C), (C)
+  float *fc_w, *fc_b;                // (Fl, C), (Fl)
+  float *fc_proj_w, *fc_proj_b;      // (C, Fl), (C)
 };
 
 // Pointers of one block's saved activations.
 struct BlockActs {
-  float *ln1, *ln1_mean, *ln1_rstd;  // (N,C), (N), (N)
-  float *qkv;                        // (N,3C)
-  float *atty, *att_lse;             // (N,C), (B,NH,T)
-  float *res_att;                    // (N,C) x + attention branch; sequential block only
+  float *ln1, *ln1_mean, *ln1_rstd;  // (N,C) all rows (the GEMMs' input), (n), (n)
+  float *qkv;                        // (N,3Cl)
+  float *atty, *att_lse;             // (N,Cl), (B,NHl,T)
+  float *res_att;                    // (n,C) x + attention branch; sequential block only
   float *ln2, *ln2_mean, *ln2_rstd;  // sequential block only
-  float *fch, *fch_gelu;             // (N,4C) pre-activation (bias added) and GeLU output
-  float *out;                        // (N,C) block output = next block's input
+  float *fch, *fch_gelu;             // (N,Fl) pre-activation (bias added) and GeLU output
+  float *out;                        // (n,C) block output = next block's input
 };
 
 class GPT {
  public:
   // Allocates parameters, gradients and activations for micro-batches up to maxB x maxT.
   // precision: DType::kF32 or DType::kBF16 (the GEMMs' operands). kBF16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
-  GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32);
+  // shard: this process's part of a tensor-parallel model (default: the whole model); a model
+  // with shard.parts > 1 needs set_tensor_regions() before its first forward.
+  GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32, const ModelShard& shard = {});
+
+  // The ranks' meeting points (tensor_regions.h); nullptr restores the one-rank identity. Not owned.
+  void set_tensor_regions(TensorRegions* r) { regions_ = r ? r : &identity_regions_; }
+  const ModelShard& shard() const { return shard_; }
+  // Rows of the residual stream this part holds for a B x T batch (n above).
+  int local_rows(int B, int T) const;
+  int vocab_offset() const { return v0_; }   // v0: first logit column held here
+  int local_vocab() const { return Vl_; }    // Vl: logit columns held here
 
   // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
-  // (seed, tensor index), so the values do not depend on how the model is later split.
+  // (seed, tensor index), over the whole tensor; a part keeps its slice, so the values do not
+  // depend on how the model is split.
   void init_weights(uint64_t seed);
 
   // Runs the model on inputs (B,T). With targets (B,T) (ids < V, or -1 = ignored) it returns the
@@ -112,27 +132,56 @@ class GPT {
   bf16_t* bf16_weight_copy() { return precision_ == DType::kBF16 ? bf16_weights_.data() : nullptr; }
   void mark_bf16_weights_fresh() { bf16_weights_.mark_fresh(); }
 
-  // Logits (B,T,Vp) of the last forward (valid only when dloss was 0).
+  // Logits (B,T,Vl) of the last forward: columns [v0, v0+Vl) (all Vp when whole; valid only when
+  // dloss was 0).
   const float* logits() const { return logits_; }
-  // Per-row losses (B,T) of the last forward.
+  // Per-row losses (B,T) of the last forward (every row, on every part).
   const float* losses() const { return losses_; }
+
+  // What this process holds, in elements (tests and the run log compare parts with the whole).
+  struct Footprint {
+    size_t params = 0, grads = 0, logits = 0, activations = 0;  // activations: fp32 + bf16 buffers, in fp32 elements
+  };
+  Footprint footprint() const;
 
   // Model FLOPs of one training token: model/flops.h.
 
  private:
   BlockParams block_params(float* base, int l) const;
   void assign_activations();
-  // One linear layer in the configured precision (fp32: matmul.h; bf16: gemm_bf16.h). In bf16
-  // mode inp_bf16 is the bf16 copy of inp, written here first when convert_inp is true.
-  void linear_forward(float* out, const float* inp, bf16_t* inp_bf16, bool convert_inp,
-                      const float* weight, const float* bias, int N, int C, int OC, bool accumulate);
-  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const bf16_t* inp_bf16, const float* weight, int N, int C,
-                       int OC, bool accumulate_dinp);
+  // One linear layer in the configured precision (fp32: matmul.h; bf16: gemm_bf16.h), on rows
+  // [lo, hi) of full-row buffers (out (.,OC), inp (.,C)). In bf16 mode inp16 is the bf16 copy of
+  // inp, whose rows are written here first when convert is true.
+  void linear_rows(float* out, const float* inp, bf16_t* inp16, bool convert, const float* weight,
+                   const float* bias, int lo, int hi, int C, int OC, bool accumulate);
+  // Input gradient rows [lo, hi): dinp (=, or += when accumulate) dout @ weight. bf16: dout16 is
+  // dout's bf16 copy, rows converted here first when convert.
+  void linear_data_grad_rows(float* dinp, const float* dout, bf16_t* dout16, bool convert, const float* weight,
+                             int lo, int hi, int C, int OC, bool accumulate);
+  // Weight gradient over all N rows: dweight += dout^T @ inp, dbias += column sums of dout (if
+  // non-null). bf16: from dout16 and inp16 (already converted).
+  void linear_weight_grad(float* dweight, float* dbias, const float* dout, const bf16_t* dout16, const float* inp,
+                          const bf16_t* inp16, int N, int C, int OC);
+  void block_forward(int l, const float* x, int B, int T);
+  void block_backward(int l, const float* x, int B, int T);
+  void embedding_forward(const int* inputs, int B, int T);
+  void embedding_backward(int B, int T);
+  void lm_head_forward(const float* x, int N);
+  float cross_entropy(const int* targets, int N, float dloss);
+  void lm_head_backward(int N);
+  // The bias of a row-parallel layer (replicated): added by part 0 only, so the sum over parts holds it once.
+  const float* row_parallel_bias(const float* b) const { return shard_.index == 0 ? b : nullptr; }
+  // Where a reduce_rows region sums into out: out itself for one part, else the partial scratch.
+  float* partial_for(float* out) { return shard_.parts == 1 ? out : partial_; }
 
   ModelConfig cfg_;
   int maxB_, maxT_;
   int L_, C_, NH_, V_, Vp_;
+  ModelShard shard_;
+  int NHl_, Cl_, Fl_, Vl_, v0_;  // local shapes (see the header comment)
+  bool rows_exchanged_ = false;  // sequence parallel with P > 1: the residual stream holds n < N rows
+  TensorRegions identity_regions_;
+  TensorRegions* regions_ = &identity_regions_;
   std::vector<ParamSpec> specs_;
   std::vector<size_t> block_offset_;  // offset of each block's first tensor
   size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
@@ -141,12 +190,19 @@ class GPT {
   // Activations and backward scratch, carved out of one buffer.
   AlignedBuffer<float> acts_;
   AlignedBuffer<int> inputs_, targets_;
-  float* encoded_ = nullptr;  // (N,C) block 0 input
+  float* encoded_ = nullptr;  // (n,C) block 0 input
   std::vector<BlockActs> blocks_;
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
-  float* logits_ = nullptr;  // (N,Vp); holds dlogits after a forward with dloss != 0
+  float* ln_local_ = nullptr;  // (n,C) a LayerNorm's own rows before gather_rows (rows exchanged only)
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;  // (N,C), (n), (n)
+  float* logits_ = nullptr;  // (N,Vl); holds dlogits after a forward with dloss != 0
   float* losses_ = nullptr;  // (N)
-  float *dres_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
+  float *ce_max_ = nullptr, *ce_sums_ = nullptr;  // (N), (N,2): vocabulary-parallel softmax statistics
+  float* partial_ = nullptr;  // (N,C) a row-parallel layer's partial sums (P > 1)
+  // Backward scratch: dres (n,C) the gradient of the residual stream, dres_full (N,C) its gathered
+  // rows (== dres unless rows are exchanged), dln (N,C) a LayerNorm output's gradient (this part's
+  // partial sum), dln_local (n,C) its reduced rows (== dln when P = 1).
+  float *dres_ = nullptr, *dres_full_ = nullptr, *dln_ = nullptr, *dln_local_ = nullptr;
+  float *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
   // bf16 mode only (empty otherwise): the weight copy (same offsets as params_), bf16 copies of
   // the GEMM inputs saved for backward, and scratch for a converted output gradient.
   DType precision_ = DType::kF32;
@@ -157,7 +213,9 @@ class GPT {
   AlignedBuffer<bf16_t> acts_bf16_;
   struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
   std::vector<BlockActsBf16> blocks_bf16_;
-  bf16_t *lnf_bf16_ = nullptr, *dout_bf16_ = nullptr;
+  // lnf's bf16 copy; dlogits in bf16 (N,Vl); converted output gradients: dout16 (N, max(C, Fl)) and
+  // dqkv16 (N, 3Cl), which the parallel block's backward needs at the same time as dout16.
+  bf16_t *lnf_bf16_ = nullptr, *dlogits_bf16_ = nullptr, *dout_bf16_ = nullptr, *dqkv_bf16_ = nullptr;
   int B_ = 0, T_ = 0;        // shape of the last forward
   bool have_dlogits_ = false;
 };

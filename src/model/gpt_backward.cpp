@@ -1,0 +1,138 @@
+// gpt_backward.cpp: GPT::backward, the mirror of gpt_forward.cpp: a forward reduce_rows becomes a
+// gather_rows of the output gradient and a forward gather_rows a reduce_rows of the input
+// gradient. Input-gradient GEMMs run on row chunks inside the regions (pipelined with their
+// communication); weight-gradient GEMMs and bias sums run once over all rows, so the gradients do
+// not depend on how many chunks the regions use.
+#include <algorithm>  // std::fill
+#include <cstring>    // std::memcpy
+
+#include "base/check.h"          // MS_CHECK
+#include "kernels/attention.h"   // attention_backward
+#include "kernels/gelu.h"        // bias_gelu_backward
+#include "kernels/layernorm.h"   // layernorm_backward
+#include "kernels/matmul.h"      // add_column_sums
+#include "model/gpt.h"
+
+namespace ms {
+
+void GPT::lm_head_backward(int N) {
+  const int n = rows_exchanged_ ? N / shard_.parts : N, C = C_;
+  const float* P = params_.data();
+  float* G = grads_.data();
+  const bool bf16 = precision_ == DType::kBF16;  // dlogits were written as bf16 by the cross-entropy
+  // dlnf (partial over the vocabulary parts) = dlogits @ wte_local; dwte_local += dlogits^T @ lnf.
+  regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
+    linear_data_grad_rows(dln_, logits_, dlogits_bf16_, false, P + wte_, lo, hi, C, Vl_, false);
+  }, [&] { linear_weight_grad(G + wte_, nullptr, logits_, dlogits_bf16_, lnf_, lnf_bf16_, N, C, Vl_); });
+  (void)bf16;
+}
+
+void GPT::block_backward(int l, const float* x, int B, int T) {
+  const int N = B * T, n = local_rows(B, T), C = C_, Cl = Cl_, Fl = Fl_;
+  const bool bf16 = precision_ == DType::kBF16;
+  BlockParams p = block_params(params_.data(), l);
+  BlockParams g = block_params(grads_.data(), l);
+  BlockActs& a = blocks_[l];
+  const BlockActsBf16& ab = blocks_bf16_[l];
+  const int W = cfg_.layer_window(l);
+  const bool par = cfg_.parallel_block();
+  // dres (n,C) is dLoss/d(block output) on this part's rows. MLP branch first: the output
+  // gradient's rows arrive (gather, fused with fc_proj's input gradient and GeLU's backward).
+  const float* dout = regions_->gather_rows(dres_, dres_full_, n, C, [&](int lo, int hi) {
+    linear_data_grad_rows(dfch_, dres_full_, dout_bf16_, bf16, p.fc_proj_w, lo, hi, Fl, C, false);
+    const size_t r = static_cast<size_t>(lo) * Fl;
+    bias_gelu_backward(dfch_ + r, nullptr, dfch_ + r, a.fch + r, hi - lo, Fl);
+  });
+  linear_weight_grad(g.fc_proj_w, g.fc_proj_b, dout, dout_bf16_, a.fch_gelu, ab.fch_gelu, N, Fl, C);
+  add_column_sums(g.fc_b, dfch_, N, Fl);
+  const float* ln_mlp = par ? a.ln1 : a.ln2;
+  const bf16_t* ln_mlp16 = par ? ab.ln1 : ab.ln2;
+  if (par) {
+    // Parallel block: the attention branch sees the same output gradient (already gathered).
+    linear_data_grad_rows(datty_, dout, dout_bf16_, false, p.attn_proj_w, 0, N, Cl, C, false);
+    linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dout, dout_bf16_, a.atty, ab.atty, N, Cl, C);
+    attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+    // The shared LayerNorm's output gradient sums both branches: fc's and qkv's input gradients,
+    // row chunk by row chunk, each leaving as soon as it is complete (reduce fused with fc).
+    regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
+      linear_data_grad_rows(dln_, dfch_, dout_bf16_, bf16, p.fc_w, lo, hi, C, Fl, false);
+      linear_data_grad_rows(dln_, dqkv_, dqkv_bf16_, bf16, p.qkv_w, lo, hi, C, 3 * Cl, true);
+    }, [&] {
+      linear_weight_grad(g.fc_w, nullptr, dfch_, dout_bf16_, ln_mlp, ln_mlp16, N, C, Fl);
+      linear_weight_grad(g.qkv_w, g.qkv_b, dqkv_, dqkv_bf16_, a.ln1, ab.ln1, N, C, 3 * Cl);
+    });
+    layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
+    return;
+  }
+  // Sequential block: MLP sub-block's input gradient leaves (reduce fused with fc), LN2, then
+  // the attention sub-block the same way.
+  regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
+    linear_data_grad_rows(dln_, dfch_, dout_bf16_, bf16, p.fc_w, lo, hi, C, Fl, false);
+  }, [&] { linear_weight_grad(g.fc_w, nullptr, dfch_, dout_bf16_, ln_mlp, ln_mlp16, N, C, Fl); });
+  // dres += LN2 backward: dres becomes dLoss/d(res_att).
+  layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_local_, a.res_att, p.ln2_w, a.ln2_mean, a.ln2_rstd, n, C);
+  const float* dres_att = regions_->gather_rows(dres_, dres_full_, n, C, [&](int lo, int hi) {
+    linear_data_grad_rows(datty_, dres_full_, dout_bf16_, bf16, p.attn_proj_w, lo, hi, Cl, C, false);
+  });
+  linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dres_att, dout_bf16_, a.atty, ab.atty, N, Cl, C);
+  attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+  regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
+    linear_data_grad_rows(dln_, dqkv_, dqkv_bf16_, bf16, p.qkv_w, lo, hi, C, 3 * Cl, false);
+  }, [&] { linear_weight_grad(g.qkv_w, g.qkv_b, dqkv_, dqkv_bf16_, a.ln1, ab.ln1, N, C, 3 * Cl); });
+  layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
+}
+
+// dwpe[position] += dres on this part's rows; dwte[id - v0] += the gathered rows whose id this
+// part holds. Parallel over channel blocks so every (row, c) is summed by one thread in row
+// order: deterministic, and independent of the regions' chunking (the sums run after the gather).
+void GPT::embedding_backward(int B, int T) {
+  const int N = B * T, n = local_rows(B, T), C = C_;
+  float* dwte = grads_.data() + wte_;
+  float* dwpe = grads_.data() + wpe_;
+  const int row0 = rows_exchanged_ ? shard_.index * n : 0;
+  const float* d = regions_->gather_rows(dres_, dres_full_, n, C, [](int, int) {});
+  const int* inp = inputs_.data();
+  const int v0 = v0_, v1 = v0_ + Vl_;
+  constexpr int kBlock = 32;
+  const int nblocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int i = 0; i < n; i++) {
+      const float* di = dres_ + static_cast<size_t>(i) * C;
+      float* pe = dwpe + static_cast<size_t>((row0 + i) % T) * C;
+      for (int c = c0; c < c1; c++) pe[c] += di[c];
+    }
+    for (int i = 0; i < N; i++) {
+      const int id = inp[i];
+      if (id < v0 || id >= v1) continue;
+      const float* di = d + static_cast<size_t>(i) * C;
+      float* we = dwte + static_cast<size_t>(id - v0) * C;
+      for (int c = c0; c < c1; c++) we[c] += di[c];
+    }
+  }
+}
+
+void GPT::backward() {
+  MS_CHECK(have_dlogits_, "GPT::backward: the last forward computed no gradient (dloss == 0 or no targets)");
+  have_dlogits_ = false;
+  const int B = B_, T = T_, N = B * T, n = local_rows(B, T), C = C_;
+  const float* P = params_.data();
+  float* G = grads_.data();
+  const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
+
+  // LM head (tied to wte) and final LayerNorm.
+  lm_head_backward(N);
+  std::fill(dres_, dres_ + static_cast<size_t>(n) * C, 0.0f);
+  layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
+  if (grad_ready_) grad_ready_(lnf_w_, params_.size());
+
+  for (int l = L_ - 1; l >= 0; l--) {
+    block_backward(l, l == 0 ? encoded_ : blocks_[l - 1].out, B, T);
+    if (grad_ready_) grad_ready_(block_offset_[l], block_end(l));
+  }
+  embedding_backward(B, T);
+  if (grad_ready_) grad_ready_(0, L_ > 0 ? block_offset_[0] : lnf_w_);
+}
+
+}  // namespace ms

@@ -1,0 +1,188 @@
+// gpt_forward.cpp: GPT::forward, layer by layer (see gpt.h for the dimension letters and the
+// tensor-parallel regions). Every region is written once: with one part each gather_rows /
+// reduce_rows is an identity that runs its callback over all rows.
+#include <algorithm>  // std::copy
+#include <cstring>    // std::memcpy
+
+#include "base/check.h"                           // MS_CHECK
+#include "kernels/attention.h"                    // attention_forward
+#include "kernels/cross_entropy.h"                // softmax_cross_entropy_forward_backward[_bf16]
+#include "kernels/gelu.h"                         // bias_gelu_forward[_bf16]
+#include "kernels/layernorm.h"                    // layernorm_forward
+#include "kernels/vocab_parallel_cross_entropy.h" // vocab_shard_*
+#include "model/gpt.h"
+
+namespace ms {
+
+// encoded (n,C) = wte[inputs] + wpe[position] for this part's rows. The token embedding is
+// vocabulary-parallel: each part looks up the ids it holds (zero rows for the others) for all N
+// rows, and reduce_rows sums the parts.
+void GPT::embedding_forward(const int* inputs, int B, int T) {
+  const int N = B * T, n = local_rows(B, T), C = C_;
+  const float* wte = params_.data() + wte_;
+  const float* wpe = params_.data() + wpe_;
+  float* part = partial_for(encoded_);
+  const int v0 = v0_, v1 = v0_ + Vl_;
+  regions_->reduce_rows(part, encoded_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
+#pragma omp parallel for schedule(static)
+    for (int i = lo; i < hi; i++) {
+      float* o = part + static_cast<size_t>(i) * C;
+      const int id = inputs[i];
+      if (id >= v0 && id < v1) std::memcpy(o, wte + static_cast<size_t>(id - v0) * C, sizeof(float) * C);
+      else std::fill(o, o + C, 0.0f);
+    }
+  }, [] {});
+  const int row0 = rows_exchanged_ ? shard_.index * n : 0;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n; i++) {
+    float* o = encoded_ + static_cast<size_t>(i) * C;
+    const float* pe = wpe + static_cast<size_t>((row0 + i) % T) * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] += pe[c];
+  }
+  (void)N;
+}
+
+void GPT::block_forward(int l, const float* x, int B, int T) {
+  const int N = B * T, n = local_rows(B, T), C = C_, Cl = Cl_, Fl = Fl_;
+  const bool bf16 = precision_ == DType::kBF16;
+  BlockParams p = block_params(params_.data(), l);
+  BlockActs& a = blocks_[l];
+  BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
+  const int W = cfg_.layer_window(l);
+  // LayerNorm on this part's rows, written where gather_rows expects them: its own buffer when
+  // rows are exchanged (the gathered rows then land in `full`), else `full` itself.
+  auto layernorm_in = [&](float* full, float* mean, float* rstd, const float* in, const float* w, const float* b) {
+    float* own = rows_exchanged_ ? ln_local_ : full;
+    layernorm_forward(own, mean, rstd, in, w, b, n, C);
+    return own;
+  };
+  // The MLP: fc on rows as they arrive (fused with the gather), GeLU and fc_proj on rows before
+  // they leave (fused with the reduce). bf16: fc's bias is fused into the GEMM; GeLU writes the
+  // bf16 GEMM input directly. GeLU is not fused into fc: backward needs the pre-activation fch.
+  auto fc_rows = [&](const float* in, bf16_t* in16, int lo, int hi) {  // converts its rows of in16
+    linear_rows(a.fch, in, in16, bf16, p.fc_w, bf16 ? p.fc_b : nullptr, lo, hi, C, Fl, false);
+  };
+  auto gelu_fc_proj_rows = [&](float* part, bool accumulate, int lo, int hi) {
+    const size_t r = static_cast<size_t>(lo) * Fl;
+    if (bf16) bias_gelu_forward_bf16(ab.fch_gelu + r, a.fch + r, nullptr, hi - lo, Fl);
+    else bias_gelu_forward(a.fch_gelu + r, a.fch + r, p.fc_b, hi - lo, Fl);
+    linear_rows(part, a.fch_gelu, ab.fch_gelu, false, p.fc_proj_w, row_parallel_bias(p.fc_proj_b), lo, hi, Fl, C,
+                accumulate);
+  };
+  const float* ln1 = layernorm_in(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
+  if (cfg_.parallel_block()) {
+    // One gather feeds both branches (MegaScale Fig. 3): fused with the MLP's fc; the attention
+    // path reuses the gathered rows.
+    // (Rows arrive in a.ln1 whether or not they are exchanged: see layernorm_in.)
+    ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) { fc_rows(a.ln1, ab.ln1, lo, hi); });
+    linear_rows(a.qkv, ln1, ab.ln1, /*convert=*/false, p.qkv_w, p.qkv_b, 0, N, C, 3 * Cl, false);
+    attention_forward(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+    // out = x + attention + MLP: one part adds them onto x directly; parts sum partials first.
+    std::memcpy(a.out, x, sizeof(float) * n * C);
+    float* part = partial_for(a.out);
+    linear_rows(part, a.atty, ab.atty, true, p.attn_proj_w, row_parallel_bias(p.attn_proj_b), 0, N, Cl, C,
+                /*accumulate=*/part == a.out);
+    regions_->reduce_rows(part, a.out, n, C, /*accumulate=*/true,
+                          [&](int lo, int hi) { gelu_fc_proj_rows(part, true, lo, hi); }, [] {});
+    return;
+  }
+  // Sequential block: attention sub-block, then MLP sub-block, each with its own gather / reduce.
+  ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) {
+    linear_rows(a.qkv, a.ln1, ab.ln1, bf16, p.qkv_w, p.qkv_b, lo, hi, C, 3 * Cl, false);
+  });
+  attention_forward(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+  std::memcpy(a.res_att, x, sizeof(float) * n * C);
+  float* part = partial_for(a.res_att);
+  regions_->reduce_rows(part, a.res_att, n, C, /*accumulate=*/true, [&](int lo, int hi) {
+    linear_rows(part, a.atty, ab.atty, bf16, p.attn_proj_w, row_parallel_bias(p.attn_proj_b), lo, hi, Cl, C,
+                part == a.res_att);
+  }, [] {});
+  const float* ln2 = layernorm_in(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_att, p.ln2_w, p.ln2_b);
+  regions_->gather_rows(ln2, a.ln2, n, C, [&](int lo, int hi) { fc_rows(a.ln2, ab.ln2, lo, hi); });
+  std::memcpy(a.out, a.res_att, sizeof(float) * n * C);
+  part = partial_for(a.out);
+  regions_->reduce_rows(part, a.out, n, C, /*accumulate=*/true,
+                        [&](int lo, int hi) { gelu_fc_proj_rows(part, part == a.out, lo, hi); }, [] {});
+}
+
+void GPT::lm_head_forward(const float* x, int N) {
+  const int n = rows_exchanged_ ? N / shard_.parts : N, C = C_;
+  const float* P = params_.data();
+  float* own = rows_exchanged_ ? ln_local_ : lnf_;
+  layernorm_forward(own, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, n, C);
+  // The LM head is the (vocabulary-parallel) token embedding: logits (N, Vl) for all rows.
+  const float* lnf = regions_->gather_rows(own, lnf_, n, C, [&](int lo, int hi) {
+    linear_rows(logits_, lnf_, lnf_bf16_, precision_ == DType::kBF16, P + wte_, nullptr, lo, hi, C, Vl_, false);
+  });
+  MS_CHECK(lnf == lnf_, "GPT: LM head input is not the gathered buffer");
+}
+
+float GPT::cross_entropy(const int* targets, int N, float dloss) {
+  const bool bf16_grad = precision_ == DType::kBF16 && dloss != 0.0f;  // the LM head's backward reads bf16
+  if (shard_.parts == 1) {
+    if (bf16_grad) {
+      softmax_cross_entropy_forward_backward_bf16(losses_, dlogits_bf16_, logits_, targets, N, V_, Vp_, dloss);
+    } else {
+      softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, targets, N, V_,
+                                             Vp_, dloss);
+    }
+  } else {  // vocabulary-parallel: max, then sum-exp and target logit, reduced over the parts
+    vocab_shard_row_max(ce_max_, logits_, targets, N, V_, Vl_, v0_);
+    regions_->all_reduce_max(ce_max_, static_cast<size_t>(N));
+    vocab_shard_sum_exp(ce_sums_, logits_, ce_max_, targets, N, V_, Vl_, v0_);
+    regions_->all_reduce_sum(ce_sums_, 2 * static_cast<size_t>(N));
+    if (bf16_grad)
+      vocab_shard_loss_grad_bf16(losses_, dlogits_bf16_, logits_, ce_max_, ce_sums_, targets, N, V_, Vl_, v0_, dloss);
+    else
+      vocab_shard_loss_grad(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, ce_max_, ce_sums_, targets, N, V_,
+                            Vl_, v0_, dloss);
+  }
+  have_dlogits_ = dloss != 0.0f;
+  double sum = 0;
+  int count = 0;
+  for (int i = 0; i < N; i++)
+    if (targets[i] >= 0) { sum += losses_[i]; count++; }
+  return count ? static_cast<float>(sum / count) : 0.0f;
+}
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T, float dloss) {
+  MS_CHECK(B > 0 && T > 0 && B <= maxB_ && T <= maxT_, "GPT::forward: B={} T={} exceeds the allocated {}x{}", B, T, maxB_, maxT_);
+  MS_CHECK(dloss == 0.0f || targets, "GPT::forward: dloss needs targets");
+  MS_CHECK(!rows_exchanged_ || T % shard_.parts == 0, "GPT::forward: T={} is not divisible by the {} sequence-parallel parts",
+           T, shard_.parts);
+  const int N = B * T;
+  for (int i = 0; i < N; i++)
+    MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
+  std::copy(inputs, inputs + N, inputs_.data());
+  if (targets) std::copy(targets, targets + N, targets_.data());
+  B_ = B; T_ = T;
+  const bool bf16 = precision_ == DType::kBF16;
+  const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
+  // bf16 weights are refreshed once per optimizer step: all at once, or, when a wrapper delivers
+  // parameters range by range (param_wait), each range right after it arrives, so the conversion
+  // follows the arrival of the gathered weights instead of waiting for all of them.
+  const bool refresh_by_range = bf16 && bf16_weights_.stale() && param_wait_;
+  if (bf16 && bf16_weights_.stale() && !param_wait_) refresh_bf16_weights();
+  auto wait_params = [&](size_t lo, size_t hi) {
+    if (!param_wait_) return;
+    param_wait_(lo, hi);
+    if (refresh_by_range) bf16_weights_.convert_range(params_.data(), lo, hi);
+  };
+  wait_params(0, first_block);
+  embedding_forward(inputs_.data(), B, T);
+  const float* x = encoded_;
+  for (int l = 0; l < L_; l++) {
+    wait_params(block_offset_[l], block_end(l));
+    block_forward(l, x, B, T);
+    x = blocks_[l].out;
+  }
+  wait_params(lnf_w_, params_.size());
+  if (refresh_by_range) bf16_weights_.mark_fresh();  // every range converted
+  lm_head_forward(x, N);
+  have_dlogits_ = false;
+  if (!targets) return 0.0f;
+  return cross_entropy(targets_.data(), N, dloss);
+}
+
+}  // namespace ms
