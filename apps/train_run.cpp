@@ -71,17 +71,24 @@ float run_training(const Config& cfg_in) {
   const int eval_batches = val ? static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(cfg.train.eval_batches, val->num_samples() / B)))
                                : 0;
 
-  Trainer trainer(cfg, grid ? &grid->dp() : nullptr);
+  Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr);
   GPT& model = trainer.model();
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
-  if (grid)
-    log.message("parallel", fmt::format(
-        "world {} ({} backend), grid {} tp={} dp={} pp={}; ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
-        env.world_size, grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp, cfg.parallel.pp,
-        trainer.data_parallel() ? trainer.data_parallel()->layout().buckets().size() : 0, cfg.parallel.bucket_mb,
-        trainer.data_parallel() ? trainer.data_parallel()->state_bytes() / 1048576.0 : 0.0,
-        cfg.parallel.overlap ? "on" : "off"));
+  if (grid) {
+    const GPT::Footprint fp = model.footprint();
+    const std::string tp_text = cfg.parallel.tp == 1 ? "" : fmt::format(
+        "; tensor parallel: {} parameters and {} logits per rank, sequence parallel {}, {} chunk(s) per region",
+        fp.params, fp.logits, cfg.parallel.sequence_parallel ? "on" : "off",
+        cfg.parallel.sequence_parallel ? cfg.parallel.tp_chunks : 1);
+    const std::string dp_text = !trainer.data_parallel() ? "" : fmt::format(
+        "; ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
+        trainer.data_parallel()->layout().buckets().size(), cfg.parallel.bucket_mb,
+        trainer.data_parallel()->state_bytes() / 1048576.0, cfg.parallel.overlap ? "on" : "off");
+    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}{}", env.world_size,
+                                        grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp,
+                                        cfg.parallel.pp, tp_text, dp_text));
+  }
   // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
   // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
   const bool bf16 = model.precision() == DType::kBF16;
@@ -124,6 +131,7 @@ float run_training(const Config& cfg_in) {
     r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
     r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp);  // per-rank peak x ranks
     if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
+    if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
     log.step(r);
     last = s.loss;
     bool eval_now = val && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
@@ -132,7 +140,9 @@ float run_training(const Config& cfg_in) {
       log.eval(step, last);
     }
   }
-  trainer.sync_params();
+  // The whole model: this rank's when it is whole, else gathered over the TP group (every member
+  // takes part; rank 0 exports it and samples from it).
+  std::vector<float> whole = trainer.full_params();
   if (cfg.parallel.trace) {
     fs::create_directories(out_dir);
     const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
@@ -140,12 +150,18 @@ float run_training(const Config& cfg_in) {
     log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
   }
   if (rank != 0) return last;
+  std::unique_ptr<GPT> gathered;
+  if (trainer.tensor_parallel()) {
+    gathered = std::make_unique<GPT>(cfg.model, 1, T, cfg.train.precision);
+    std::copy(whole.begin(), whole.end(), gathered->params());
+  }
+  GPT& full = gathered ? *gathered : model;
   const std::string model_dir = out_dir + "/model";
-  export_hf(model, model_dir);
+  export_hf(full, model_dir);
   log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   if (cfg.train.sample_tokens > 0) {
     Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));
-    std::string text = sample_text(model, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed));
+    std::string text = sample_text(full, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed));
     log.message("sample", "sample:\n---\n" + text + "\n---");
   }
   return last;

@@ -228,7 +228,23 @@ void Config::validate() const {
 
   const auto& p = parallel;
   MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);
-  MS_CHECK(p.tp == 1, "config: parallel.tp={}: tensor parallelism is not implemented yet (use 1)", p.tp);
+  MS_CHECK(p.tp >= 1 && p.tp <= 4096, "config: parallel.tp={} must be in 1..4096", p.tp);
+  if (p.tp > 1) {  // the tensor-parallel split must cut every sharded dimension evenly
+    MS_CHECK(m.n_head % p.tp == 0, "config: parallel.tp={} does not divide model.n_head={} (heads are split over the "
+             "tensor-parallel ranks)", p.tp, m.n_head);
+    MS_CHECK((4 * m.n_embd) % p.tp == 0, "config: parallel.tp={} does not divide the MLP width 4*model.n_embd={}",
+             p.tp, 4 * m.n_embd);
+    MS_CHECK(m.padded_vocab() % p.tp == 0, "config: parallel.tp={} does not divide the padded vocabulary {} "
+             "(model.vocab_size={} rounded up to model.pad_vocab_to={}); choose pad_vocab_to as a multiple of tp",
+             p.tp, m.padded_vocab(), m.vocab_size, m.pad_vocab_to);
+    MS_CHECK(!p.sequence_parallel || t.seq_len % p.tp == 0, "config: parallel.tp={} does not divide train.seq_len={}, "
+             "which sequence parallelism splits (or set parallel.sequence_parallel=false)", p.tp, t.seq_len);
+  }
+  MS_CHECK(p.tp_chunks >= 1, "config: parallel.tp_chunks={} must be >= 1", p.tp_chunks);
+  if (p.tp > 1 && p.sequence_parallel)
+    MS_CHECK(static_cast<int64_t>(p.tp_chunks) <= static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp,
+             "config: parallel.tp_chunks={} exceeds the {} rows each tensor-parallel rank holds (train.batch_size x "
+             "train.seq_len / parallel.tp)", p.tp_chunks, static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp);
   MS_CHECK(p.pp == 1, "config: parallel.pp={}: pipeline parallelism is not implemented yet (use 1)", p.pp);
   MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
   // Milliseconds must fit the deadline arithmetic (int64 ns): at most a week.

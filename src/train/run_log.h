@@ -19,6 +19,7 @@ struct StepRecord {
   float loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_s = 0, mfu = 0;
   double comm_exposed_ms = -1;  // data parallel: time the step waited on communication (-1: none)
+  double tp_exposed_ms = -1;    // tensor parallel: time the step waited on the TP group (-1: none)
 };
 
 class RunLog {

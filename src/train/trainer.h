@@ -18,6 +18,7 @@
 namespace ms {
 
 class Communicator;
+class TensorParallel;
 class ZeroDataParallel;
 
 struct StepStats {
@@ -26,15 +27,18 @@ struct StepStats {
   float grad_norm = 0;     // global L2 norm before clipping
   float lr = 0;
   double seconds = 0;      // wall time of the step
-  double comm_exposed_seconds = 0;  // data parallel: time the step waited on communication
+  double comm_exposed_seconds = 0;  // data parallel: time the step waited on its communication
+  double tp_exposed_seconds = 0;    // tensor parallel: time the step waited on the TP group
 };
 
 class Trainer {
  public:
   // dp: the data-parallel group (nullptr or size 1: one process holds everything). With dp, the
   // optimizer is ZeRO-2 sharded (zero_dp.h); cfg.train.grad_accum is per rank.
+  // tp: the tensor-parallel group (nullptr or size 1: the whole model); with it the model holds
+  // this rank's part (parallel/tp/tensor_parallel.h), and ZeRO shards that part over dp.
   // Compute spans go to the trace sink (obs/trace_sink.h) when its compute track is on.
-  explicit Trainer(const Config& cfg, Communicator* dp = nullptr);
+  explicit Trainer(const Config& cfg, Communicator* dp = nullptr, Communicator* tp = nullptr);
   ~Trainer();
 
   // One optimizer step; next_micro_batch(inputs, targets) fills B*T ids each, grad_accum times.
@@ -44,17 +48,26 @@ class Trainer {
   const Config& config() const { return cfg_; }
   int steps_taken() const;
   ZeroDataParallel* data_parallel() { return zero_.get(); }
+  TensorParallel* tensor_parallel() { return tp_.get(); }
+  // The whole model's parameters (build_param_layout(cfg.model) order): model().params() when
+  // the model is whole, else gathered over the TP group (every member must call it). Calls
+  // sync_params() first.
+  std::vector<float> full_params();
   // Parameters complete on this rank (waits for in-flight all-gathers). Before export or reading
   // model().params() directly.
   void sync_params();
 
  private:
+  double grad_sq_sum_whole();  // the whole model's gradient sum of squares, identical on every rank
+
   Config cfg_;
   GPT model_;
+  std::unique_ptr<TensorParallel> tp_;        // tensor parallel (model part + regions)
   std::unique_ptr<Optimizer> optimizer_;      // one process
   std::unique_ptr<ZeroDataParallel> zero_;    // data parallel (sharded optimizer)
   LrSchedule schedule_;
   int dp_size_ = 1;
+  std::vector<ParamTensor> partial_views_;    // TP: gradient views summed over the group each step
   bool grads_zeroed_ = false;  // the last optimizer step left the gradient buffer zero
   std::vector<int> inputs_, targets_;
 };

@@ -29,7 +29,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
     : model_(model), comm_(dp), overlap_(cfg.parallel.overlap),
       layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(cfg),
               optimizer_tensors(model.param_specs(), cfg.optim)),
-      optimizer_(cfg.optim, piece_views(layout_), layout_.local_size()) {
+      optimizer_(cfg.optim, piece_views(layout_), layout_.local_size()),
+      rank_sum_(dp, 2 * std::max<size_t>(layout_.num_tensors(), 1)) {
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
   shard_params_.resize(local);
   shard_grads_.resize(local);
@@ -42,7 +43,6 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
   ag_pending_.assign(nb, 0);
   const size_t nt = layout_.num_tensors();
   sums_in_.resize(2 * nt); sums_out_.resize(2 * nt);
-  xchg_.resize(static_cast<size_t>(comm_.size()) * 2 * std::max<size_t>(2 * nt, 1));
   // The shard of the initial weights (identical on every rank: same seed).
   const float* P = static_cast<const GPT&>(model_).params();
   for (size_t b = 0; b < nb; b++) {
@@ -110,37 +110,25 @@ void ZeroDataParallel::finish_grad_reduce_scatter() {
   armed_ = false;
 }
 
-void ZeroDataParallel::exchange(const double* mine, double* total, size_t n) {
-  const size_t words = 2 * n;  // a double travels as two floats, bit-exact
-  float* mine_slot = xchg_.data() + static_cast<size_t>(comm_.rank()) * words;
-  std::memcpy(mine_slot, mine, n * sizeof(double));
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span("wait exchange");
-    comm_.all_gather(mine_slot, xchg_.data(), words, DType::kF32);
-  }
-  exposed_s_ += (steady_ns() - t0) * 1e-9;
-  for (size_t i = 0; i < n; i++) total[i] = 0;
-  for (int r = 0; r < comm_.size(); r++) {
-    const float* slot = xchg_.data() + static_cast<size_t>(r) * words;
-    for (size_t i = 0; i < n; i++) {
-      double v;
-      std::memcpy(&v, slot + 2 * i, sizeof(double));
-      total[i] += v;
-    }
-  }
-}
-
 double ZeroDataParallel::sum_across_ranks(double v) {
-  double t;
-  exchange(&v, &t, 1);
+  double t = 0;
+  exposed_s_ += rank_sum_.sum(&v, &t, 1);
   return t;
 }
 
-double ZeroDataParallel::grad_sq_sum() {
+double ZeroDataParallel::grad_sq_sum(const std::vector<char>* counted) {
   double mine = 0;
-  for (const ParamTensor& p : optimizer_.tensors()) mine += ms::grad_sq_sum(shard_grads_.data() + p.offset, p.numel);
+  const auto& pieces = layout_.pieces();
+  for (const DpPiece& p : pieces)
+    if (!counted || (*counted)[p.tensor]) mine += ms::grad_sq_sum(shard_grads_.data() + p.view.offset, p.view.numel);
   return sum_across_ranks(mine);
+}
+
+std::vector<ParamTensor> ZeroDataParallel::shard_views(const std::vector<char>& which) const {
+  std::vector<ParamTensor> out;
+  for (const DpPiece& p : layout_.pieces())
+    if (which[p.tensor]) out.push_back(p.view);
+  return out;
 }
 
 void ZeroDataParallel::optimizer_step(float lr, float grad_scale) {
@@ -159,7 +147,8 @@ void ZeroDataParallel::reduce_lamb_norms(double* w_sq, double* r_sq) {
     sums_in_[pieces[i].tensor] += w_sq[i];
     sums_in_[nt + pieces[i].tensor] += r_sq[i];
   }
-  exchange(sums_in_.data(), sums_out_.data(), 2 * nt);
+  exposed_s_ += rank_sum_.sum(sums_in_.data(), sums_out_.data(), 2 * nt);
+  if (tensor_norm_reduce_) tensor_norm_reduce_(sums_out_.data(), sums_out_.data() + nt);
   for (size_t i = 0; i < pieces.size(); i++) {
     w_sq[i] = sums_out_[pieces[i].tensor];
     r_sq[i] = sums_out_[nt + pieces[i].tensor];

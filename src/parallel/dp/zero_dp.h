@@ -14,6 +14,7 @@
 // returns (for measuring what overlap hides). exposed_seconds() is the time the compute thread spent
 // waiting on communication.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "config/config.h"      // Config
 #include "optim/optimizer.h"  // Optimizer
 #include "parallel/dp/dp_buckets.h"  // DpBucketLayout
+#include "parallel/rank_sum.h"        // RankOrderSum
 #include "model/gpt.h"         // GPT
 
 namespace ms {
@@ -36,8 +38,17 @@ class ZeroDataParallel {
   // Before the backward of micro-batch a of A: only the last one's gradients are reduced.
   void arm_backward(bool last_micro_batch) { armed_ = last_micro_batch; }
   void finish_grad_reduce_scatter();
-  // Sum of squares of the whole reduced gradient (all ranks' shards).
-  double grad_sq_sum();
+  // Sum of squares of the whole reduced gradient (all ranks' shards); with `counted` (one flag per
+  // model tensor), only of the tensors flagged.
+  double grad_sq_sum(const std::vector<char>* counted = nullptr);
+  // LAMB: called with whole-tensor sums of squares (one entry per model tensor, w then r) after
+  // the data-parallel sum, to reduce them further (tensor parallelism: shards over the TP group).
+  using TensorNormReduce = std::function<void(double* w_sq, double* r_sq)>;
+  void set_tensor_norm_reduce(TensorNormReduce fn) { tensor_norm_reduce_ = std::move(fn); }
+  // This rank's reduced gradient shard (valid after finish_grad_reduce_scatter) and the views of
+  // its pieces of the tensors flagged in `which` (one flag per model tensor), offsets into it.
+  float* shard_grads() { return shard_grads_.data(); }
+  std::vector<ParamTensor> shard_views(const std::vector<char>& which) const;
   // Scales the shard's gradient (clipping), then one optimizer update of the shard at lr.
   void optimizer_step(float lr, float grad_scale);
   void start_param_all_gather();
@@ -57,7 +68,6 @@ class ZeroDataParallel {
   void on_grad_ready(size_t lo, size_t hi);
   void on_param_wait(size_t lo, size_t hi);
   bool staged(size_t b) const;  // padded bucket that would read/write past the buffer
-  void exchange(const double* mine, double* total, size_t n);  // per-element rank-order sums
   void reduce_lamb_norms(double* w_sq, double* r_sq);          // pieces -> whole tensors
 
   GPT& model_;
@@ -72,7 +82,8 @@ class ZeroDataParallel {
   bool armed_ = false;
   double exposed_s_ = 0;
   std::vector<double> sums_in_, sums_out_;  // LAMB norms per tensor (w then r)
-  AlignedBuffer<float> xchg_;  // all-gather buffer for exchange()
+  RankOrderSum rank_sum_;
+  TensorNormReduce tensor_norm_reduce_;
 };
 
 }  // namespace ms
