@@ -22,14 +22,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "base/safetensors.h"
+#include "common/layout_runs.h"
 #include "common/test_util.h"
-#include "data/token_shard.h"
 
 using namespace ms;
 using ms::testing::run_cmd;
@@ -37,37 +37,15 @@ using ms::testing::run_cmd;
 namespace {
 
 std::string g_dir;  // shared by the suite: data + config
+std::unique_ptr<ms::testing::LayoutRuns> g_runs;
 
-std::string bin() { return MEGASCALE_BINARY; }
-
-std::string mpirun(int n) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
-         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo timeout 300 mpirun --oversubscribe -np " +
-         std::to_string(n) + " -x OMP_NUM_THREADS=1 " + bin();
-}
+std::string bin() { return ms::testing::megascale_bin(); }
+using ms::testing::mpirun;
 
 class DpEquivalence : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_dir = ms::testing::make_temp_dir("dp_eq");
-    // A learnable stream: a fixed random permutation chain over 512 token ids.
-    ms::testing::TestRng rng(5);
-    std::vector<int> perm(512);
-    for (int i = 0; i < 512; i++) perm[i] = i;
-    for (int i = 511; i > 0; i--) std::swap(perm[i], perm[rng.next() % (i + 1)]);
-    auto stream = [&](size_t n, int start) {
-      std::vector<uint16_t> t(n);
-      int tok = start;
-      for (size_t i = 0; i < n; i++) {
-        if (i % 97 == 0) tok = static_cast<int>(rng.next() % 512);
-        t[i] = static_cast<uint16_t>(tok);
-        tok = perm[tok];
-      }
-      return t;
-    };
-    write_token_shard(g_dir + "/train.bin", stream(40000, 1));
-    write_token_shard(g_dir + "/val.bin", stream(4000, 2));
-    std::ofstream(g_dir + "/cfg.toml") << R"([model]
+    g_runs = std::make_unique<ms::testing::LayoutRuns>("dp_eq", R"([model]
 n_layer = 2
 n_head = 4
 n_embd = 64
@@ -77,9 +55,6 @@ max_seq_len = 32
 lr = 1e-2
 min_lr = 1e-3
 warmup_steps = 2
-[data]
-train = ")" << g_dir << R"(/train.bin"
-val = ")" << g_dir << R"(/val.bin"
 [train]
 steps = 6
 batch_size = 1
@@ -92,61 +67,18 @@ threads = 1
 progress = "lines"
 [parallel]
 bucket_mb = 0.02
-)";
+)");
+    g_dir = g_runs->dir();
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(g_dir); }
+  static void TearDownTestSuite() { g_runs.reset(); }
 
-  // Runs `prefix train cfg extra`, out_dir = g_dir/name; returns the output.
   static std::string train(const std::string& prefix, const std::string& name, const std::string& extra) {
-    const std::string out = g_dir + "/" + name;
-    auto r = run_cmd(prefix + " train " + g_dir + "/cfg.toml --train.out_dir=" + out + " " + extra);
-    EXPECT_EQ(r.code, 0) << r.output;
-    return r.output;
+    return g_runs->train(prefix, name, extra);
   }
-
-  static std::vector<double> losses(const std::string& name) {
-    std::vector<double> out;
-    std::ifstream f(g_dir + "/" + name + "/log.jsonl");
-    std::string line;
-    while (std::getline(f, line)) {
-      auto j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-    }
-    return out;
-  }
-
+  static std::vector<double> losses(const std::string& name) { return g_runs->losses(name); }
   static void expect_same_run(const std::string& ref, const std::string& got, bool bit_exact = false,
                               double loss_rel = 1e-5, double weight_rel = 3e-5, double weight_abs = 1e-4) {
-    const std::vector<double> a = losses(ref), b = losses(got);
-    ASSERT_EQ(a.size(), 6u) << ref;
-    ASSERT_EQ(b.size(), a.size()) << got;
-    double worst_loss = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-      EXPECT_NEAR(b[i], a[i], loss_rel * std::fabs(a[i])) << got << " step " << i + 1;
-      worst_loss = std::max(worst_loss, std::fabs(b[i] - a[i]) / std::fabs(a[i]));
-    }
-    EXPECT_LT(a.back(), a.front()) << "the reference did not learn: the comparison would be vacuous";
-    const StFile fa = load_safetensors(g_dir + "/" + ref + "/model/model.safetensors");
-    const StFile fb = load_safetensors(g_dir + "/" + got + "/model/model.safetensors");
-    double maxw = 0, maxd = 0, num = 0, den = 0;
-    for (const auto& [name, t] : fa.tensors) {
-      const std::vector<double> x = t.to_f64(), y = fb.at(name).to_f64();
-      ASSERT_EQ(x.size(), y.size()) << name;
-      for (size_t i = 0; i < x.size(); i++) {
-        maxw = std::max(maxw, std::fabs(x[i]));
-        maxd = std::max(maxd, std::fabs(x[i] - y[i]));
-        num += (x[i] - y[i]) * (x[i] - y[i]);
-        den += x[i] * x[i];
-      }
-    }
-    const double rel = std::sqrt(num / den);
-    std::printf("%s vs %s: losses within %.3g relative; max |dw| %.3g (max |w| %.3g), relative L2 %.3g\n", got.c_str(),
-                ref.c_str(), worst_loss, maxd, maxw, rel);
-    if (bit_exact) {
-      EXPECT_EQ(maxd, 0.0) << got;
-    }
-    EXPECT_LE(maxd, weight_abs) << got;
-    EXPECT_LE(rel, weight_rel) << got;
+    g_runs->expect_same_run(ref, got, 6, loss_rel, weight_rel, weight_abs, bit_exact);
   }
 };
 
