@@ -20,7 +20,7 @@ MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kG
   X(int, dp, 0, "data-parallel ranks (0 = world size / (tp * pp))")                                \
   X(int, tp, 1, "tensor-parallel ranks: heads, the MLP width 4C and the padded vocabulary are split over them (Megatron column/row-parallel layers, vocabulary-parallel embedding and cross-entropy); must divide n_head, 4*n_embd and the padded vocabulary") \
   X(bool, sequence_parallel, true, "with tp > 1: LayerNorm, residual adds and the position embedding run on seq_len/tp of the rows per rank; an all-gather enters and a reduce-scatter leaves each tensor-parallel region (false: all-reduce, every rank holds all rows)") \
-  X(int, tp_chunks, 2, "with sequence_parallel: the all-gather / reduce-scatter fused with the MLP GEMMs is cut into this many chunks, pipelined with the GEMM on the neighbouring chunk (MegaScale Fig. 3c); 1 = no overlap") \
+  X(int, tp_chunks, 2, "with sequence_parallel: each tensor-parallel region's all-gather / reduce-scatter (fused with the GEMM that consumes or produces its rows: the MLP's, QKV, the projections, the LM head) is cut into this many chunks, pipelined with the GEMM on the neighbouring chunk (MegaScale Fig. 3c); 1 = no overlap; at most seq_len*batch_size/tp") \
   X(int, pp, 1, "pipeline-parallel ranks (1 only, for now)")                                       \
   X(std::string, order, "tp-dp-pp", "rank grid order, innermost first: a TP group is consecutive ranks") \
   X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
