@@ -4,6 +4,8 @@
 // right tensor; config layout resolution rejects impossible layouts by name.
 #include <gtest/gtest.h>
 
+#include "common/test_util.h"
+
 #include <vector>
 
 #include <fmt/format.h>
@@ -109,8 +111,11 @@ TEST(DpLayout, ResolveAgainstWorldSize) {
   g.resolve_layout(2);
   EXPECT_EQ(g.train.global_batch, 2 * 3 * 2);
   Config f = c;
-  f.parallel.tp = 2;
-  EXPECT_THROW(f.validate(), Error);
+  f.parallel.tp = 5;  // does not divide the heads
+  ms::testing::expect_error([&] { f.validate(); }, {"parallel.tp=5 does not divide model.n_head"});
+  Config p = c;
+  p.parallel.pp = 2;  // pipeline parallelism comes with its own issue
+  EXPECT_THROW(p.validate(), Error);
 }
 
 }  // namespace
