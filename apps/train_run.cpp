@@ -140,29 +140,30 @@ float run_training(const Config& cfg_in) {
       log.eval(step, last);
     }
   }
-  // The whole model: this rank's when it is whole, else gathered over the TP group (every member
-  // takes part; rank 0 exports it and samples from it).
-  std::vector<float> whole = trainer.full_params();
+  // The whole model for the export: rank 0's when it is whole, else gathered over rank 0's TP
+  // group (only that group takes part, so no other rank ever holds the whole model).
+  trainer.sync_params();
+  const bool first_tp_group = !grid || (grid->coord().dp == 0 && grid->coord().pp == 0);
+  std::vector<float> whole;
+  if (rank == 0 || (trainer.tensor_parallel() && first_tp_group)) whole = trainer.full_params();
   if (cfg.parallel.trace) {
     fs::create_directories(out_dir);
     const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
     write_chrome_trace(path, rank);
     log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
   }
-  if (rank != 0) return last;
-  std::unique_ptr<GPT> gathered;
-  if (trainer.tensor_parallel()) {
-    gathered = std::make_unique<GPT>(cfg.model, 1, T, cfg.train.precision);
-    std::copy(whole.begin(), whole.end(), gathered->params());
+  if (rank == 0) {
+    const std::string model_dir = out_dir + "/model";
+    export_hf(cfg.model, whole.data(), model_dir);
+    log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   }
-  GPT& full = gathered ? *gathered : model;
-  const std::string model_dir = out_dir + "/model";
-  export_hf(full, model_dir);
-  log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
-  if (cfg.train.sample_tokens > 0) {
+  whole = {};
+  // The sample: rank 0, with the other parts of its TP group when the model is split.
+  if (cfg.train.sample_tokens > 0 && (rank == 0 || (trainer.tensor_parallel() && first_tp_group))) {
     Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));
-    std::string text = sample_text(full, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed));
-    log.message("sample", "sample:\n---\n" + text + "\n---");
+    std::string text = sample_text(model, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed),
+                                   trainer.tensor_parallel() ? &grid->tp() : nullptr);
+    if (rank == 0) log.message("sample", "sample:\n---\n" + text + "\n---");
   }
   return last;
 }

@@ -22,12 +22,17 @@ bool is_conv1d(const ParamSpec& s) { return s.kind == ParamKind::kWeight; }
 }  // namespace
 
 void export_hf(const GPT& model, const std::string& dir) {
-  const ModelConfig& cfg = model.config();
-  const float* P = model.params();
-  for (size_t i = 0; i < model.num_params(); i++)
+  MS_CHECK(model.shard().parts == 1, "export {}: the model is part {} of {}; export the whole model (gathered over the "
+           "tensor-parallel group) with export_hf(config, params, dir)", dir, model.shard().index, model.shard().parts);
+  export_hf(model.config(), model.params(), dir);
+}
+
+void export_hf(const ModelConfig& cfg, const float* P, const std::string& dir) {
+  const ParamLayout layout = build_param_layout(cfg);
+  for (size_t i = 0; i < layout.total; i++)
     MS_CHECK(std::isfinite(P[i]), "export {}: parameter {} is not finite; refusing to publish the model", dir, i);
   StFile f;
-  for (const ParamSpec& s : model.param_specs()) {
+  for (const ParamSpec& s : layout.specs) {
     const float* p = P + s.offset;
     if (is_conv1d(s)) {
       int O = s.shape[0], I = s.shape[1];

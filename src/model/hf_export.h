@@ -11,7 +11,11 @@
 
 namespace ms {
 
+// The whole model (a tensor-parallel part is refused: gather it first).
 void export_hf(const GPT& model, const std::string& dir);
+// The same from the whole model's flat parameters (build_param_layout(cfg) order), e.g. gathered
+// over the tensor-parallel group (parallel/tp/tensor_parallel.h: gather_full_params).
+void export_hf(const ModelConfig& cfg, const float* params, const std::string& dir);
 // Loads such a folder back into `model` (names, shapes and finiteness checked).
 void import_hf(GPT& model, const std::string& dir);
 

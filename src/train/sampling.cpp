@@ -7,23 +7,40 @@
 #include <utility>     // std::pair
 #include <vector>
 
+#include "base/check.h"       // MS_CHECK
 #include "base/rng.h"         // Rng
+#include "comm/communicator.h"  // Communicator
 #include "data/tokenizer.h"   // Gpt2Tokenizer
 #include "model/gpt.h"        // GPT
 
 namespace ms {
 
-std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens, uint64_t seed) {
-  const int V = model.config().vocab_size, Vp = model.config().padded_vocab();
+std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens, uint64_t seed, Communicator* tp) {
+  const int V = model.config().vocab_size, Vp = model.config().padded_vocab(), Vl = model.local_vocab();
+  const bool split = model.shard().parts > 1;
+  MS_CHECK(!split || (tp && tp->size() == model.shard().parts && tp->rank() == model.shard().index),
+           "sample_text: a tensor-parallel part samples with its group");
   const int topk = 40;
+  std::vector<float> row(split ? Vp : 0);
+  std::vector<int> window;
   Rng rng(seed, /*stream=*/0x5a4d);
   std::vector<int> ctx = {tok.eot()}, out;
   std::vector<std::pair<float, int>> cand(V);
   for (int i = 0; i < ntokens; i++) {
     int start = std::max(0, static_cast<int>(ctx.size()) - T);
     int len = static_cast<int>(ctx.size()) - start;
-    model.forward(ctx.data() + start, nullptr, 1, len);
-    const float* logits = model.logits() + static_cast<size_t>(len - 1) * Vp;
+    // A sequence-parallel part needs a length its group divides: pad the window at the end (causal
+    // attention: the padding does not change the logits of the rows before it).
+    const int parts = model.shard().seq_sharded ? model.shard().parts : 1;
+    const int run = (len + parts - 1) / parts * parts;
+    window.assign(ctx.begin() + start, ctx.end());
+    window.resize(run, tok.eot());
+    model.forward(window.data(), nullptr, 1, run);
+    const float* logits = model.logits() + static_cast<size_t>(len - 1) * Vl;
+    if (split) {  // every part's columns, in vocabulary order
+      tp->all_gather(logits, row.data(), static_cast<size_t>(Vl), DType::kF32);
+      logits = row.data();
+    }
     for (int v = 0; v < V; v++) cand[v] = {logits[v], v};
     std::partial_sort(cand.begin(), cand.begin() + topk, cand.end(), std::greater<>());
     double z = 0;

@@ -174,6 +174,28 @@ TEST_F(TpEquivalence, ExportIsTheWholeModelAndLoadsInPyTorch) {
   EXPECT_GT(theirs, 0.0);
 }
 
+// Sampling from a split model: the parts of rank 0's group run each forward together and gather
+// the last row's logits; the text is the single-process one (same seed; the weights agree to
+// rounding, far from any top-k boundary). The full GPT-2 vocabulary, so end-of-text is a token.
+std::string sample_of(std::string out) {
+  for (size_t p; (p = out.find("[rank 0] ")) != std::string::npos;) out.erase(p, 9);  // the launcher's prefix
+  const size_t at = out.find("sample:\n---\n");
+  EXPECT_NE(at, std::string::npos) << out;
+  if (at == std::string::npos) return "";
+  const size_t end = out.find("\n---\n", at + 12);
+  return out.substr(at + 12, end - at - 12);
+}
+
+TEST_F(TpEquivalence, SampleFromTheSplitModelIsTheSingleProcessText) {
+  const std::string v = " --model.vocab_size=50257 --model.pad_vocab_to=128 --model.n_embd=32 --train.steps=2 "
+                        "--train.sample_tokens=24";
+  const std::string a = sample_of(g->train(megascale_bin(), "sample_ref", v));
+  const std::string b = sample_of(g->train(launch(2), "sample_tp2", v + " --parallel.tp=2"));
+  std::printf("%s\n", a.c_str());
+  EXPECT_GT(a.size(), 20u);
+  EXPECT_EQ(a, b);
+}
+
 TEST_F(TpEquivalence, LayoutsTheModelCannotSplitAreRejectedByName) {
   struct Bad { std::string args, message; };
   for (const Bad& b : {Bad{"--parallel.tp=3", "parallel.tp=3 does not divide model.n_head=4"},

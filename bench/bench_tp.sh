@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# bench_tp.sh: what MegaScale's tensor-parallel overlap (parallel.tp_chunks) hides, measured.
+#
+# GPT-2 124M (12 layers, C=768, 12 heads, vocab 50257 padded to a multiple of 128), random tokens,
+# AdamW, fp32, one compute thread per rank, sequence parallelism on. For each engine (gloo: under
+# `megascale launch`; mpi: under mpirun) and each tp_chunks it trains --tp ranks for a few steps and
+# reports the medians after 2 warm-up steps of step ms, tp_exposed_ms (time rank 0's compute thread
+# waited on the TP group) and tokens/s; then single-process tp=1 references with 1 and 2 threads.
+# Per-rank peak RSS two ways: VmHWM of each rank read from /proc while the second-to-last step runs
+# (the training peak) and /usr/bin/time %M around each rank (the whole process, which includes the
+# end-of-run gather of the whole model for the export). Prints the CPU model, ISA and a markdown
+# table and writes the table into docs/performance.md between the bench_tp markers.
+#
+# Usage: bench/bench_tp.sh [--quick] [--no-doc] [--build DIR] [--tp N] [--engines gloo,mpi]
+#                          [--chunks 1,2,4,8] [--steps N] [--batch B] [--seq T] [--no-ref]
+#   --quick    2 warm-up + 3 timed steps per run (~6 min on 2 cores) instead of 2 + 8 (~12 min)
+#   --no-doc   print only; do not touch docs/performance.md
+#   --build    CMake build dir with the megascale binary (default: $MS_BUILD_DIR or <repo>/build)
+#   --tp       tensor-parallel ranks (default 2; must divide 12 heads, 3072 and the padded vocab)
+#   --engines  comma list of gloo, mpi (default gloo,mpi)
+#   --chunks   comma list of tp_chunks values (default 1,2,4,8; 1 = no overlap, the reference)
+#   --steps    total steps per run including the 2 warm-up steps (overrides --quick's 5 / full 10)
+#   --batch/--seq  micro-batch B (default 2) and sequence length T (default 256)
+#   --no-ref   skip the tp=1 single-process reference runs
+# Env (for runs on emulated hosts / shaped links; defaults are one machine over loopback):
+#   MS_TP_LAUNCH_PREFIX  words put before either launcher, e.g. "ip netns exec host0" or "taskset -c 0-3"
+#   MS_TP_LAUNCH_ARGS    extra `megascale launch` arguments, e.g. "--store redis://10.0.0.1:6379"
+#   MS_TP_MPIRUN_ARGS    extra mpirun arguments, e.g. "--hostfile hosts.txt --map-by node"
+#   MS_TP_MPI_IF         network interface for OpenMPI's TCP BTL / OOB (default lo)
+# Results (one folder per run, with log.jsonl and rank outputs) are kept in <build>/bench_results/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${MS_BUILD_DIR:-$ROOT/build}
+MODE=full
+WRITE_DOC=1
+TP=2
+ENGINES=gloo,mpi
+CHUNKS=1,2,4,8
+STEPS=""
+BATCH=2
+SEQ=256
+REF=1
+WARMUP=2
+need() { [[ $# -ge 2 ]] || { echo "bench_tp.sh: $1 needs a value (see --help)" >&2; exit 1; }; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) MODE=quick ;;
+    --no-doc) WRITE_DOC=0 ;;
+    --no-ref) REF=0 ;;
+    --build|--tp|--engines|--chunks|--steps|--batch|--seq)
+      need "$@"
+      case "$1" in
+        --build) BUILD=$2 ;; --tp) TP=$2 ;; --engines) ENGINES=$2 ;; --chunks) CHUNKS=$2 ;;
+        --steps) STEPS=$2 ;; --batch) BATCH=$2 ;; --seq) SEQ=$2 ;;
+      esac
+      shift ;;
+    --build=*) BUILD=${1#--build=} ;;
+    --tp=*) TP=${1#--tp=} ;;
+    --engines=*) ENGINES=${1#--engines=} ;;
+    --chunks=*) CHUNKS=${1#--chunks=} ;;
+    --steps=*) STEPS=${1#--steps=} ;;
+    --batch=*) BATCH=${1#--batch=} ;;
+    --seq=*) SEQ=${1#--seq=} ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "bench_tp.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+if [[ -z $STEPS ]]; then
+  if [[ $MODE == quick ]]; then STEPS=5; else STEPS=10; fi
+fi
+for v in TP STEPS BATCH SEQ; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_tp.sh: --${v,,} must be a positive integer" >&2; exit 1; }
+done
+(( STEPS >= WARMUP + 2 )) || { echo "bench_tp.sh: --steps must be >= $((WARMUP + 2)) (2 warm-up + 2 timed)" >&2; exit 1; }
+IFS=, read -r -a ENGINE_LIST <<<"$ENGINES"
+IFS=, read -r -a CHUNK_LIST <<<"$CHUNKS"
+for e in "${ENGINE_LIST[@]}"; do
+  [[ $e == gloo || $e == mpi ]] || { echo "bench_tp.sh: unknown engine '$e' (gloo, mpi)" >&2; exit 1; }
+done
+for k in "${CHUNK_LIST[@]}"; do
+  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "bench_tp.sh: --chunks takes positive integers, got '$k'" >&2; exit 1; }
+done
+
+PY=/usr/bin/python3
+BIN="$BUILD/megascale"
+if [[ ! -x $BIN ]]; then
+  if [[ ! -f "$BUILD/build.ninja" && ! -f "$BUILD/Makefile" ]]; then
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  cmake --build "$BUILD" --target megascale -j2 >/dev/null
+fi
+[[ " ${ENGINE_LIST[*]} " == *" mpi "* ]] && ! command -v mpirun >/dev/null && {
+  echo "bench_tp.sh: engine mpi needs mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+[[ -x /usr/bin/time ]] || { echo "bench_tp.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUTDIR="$BUILD/bench_results/tp-$STAMP-$MODE"
+mkdir -p "$OUTDIR"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+CPU=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
+ISA=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|avx512f|avx512_bf16|amx_bf16|amx_tile' | paste -sd, - || true)
+echo "bench_tp: CPU: ${CPU:-unknown}, $(nproc) cores; ISA: ${ISA:-none of avx2/avx512f/avx512_bf16/amx}"
+echo "bench_tp: mode=$MODE, tp=$TP, engines=$ENGINES, tp_chunks=$CHUNKS, $STEPS steps ($WARMUP warm-up), B=$BATCH T=$SEQ;" \
+     "results -> $OUTDIR; load average at start: $LOAD_START"
+
+# Random tokens (the step time does not depend on them): an llm.c shard, 1024-byte header of 256
+# little-endian int32 [20240520, 1, count, 0...] then uint16 tokens.
+DATA="$OUTDIR/train.bin"
+"$PY" - "$DATA" $(( (STEPS + 2) * BATCH * (SEQ + 1) * 2 + 4096 )) <<'PYEOF'
+import random, struct, sys
+path, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(5)
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *(rng.randrange(50257) for _ in range(n))))
+PYEOF
+
+# Each rank runs under /usr/bin/time, writing its own file (the rank from mpirun's or the launcher's env).
+WRAP="$OUTDIR/rank_time.sh"
+cat >"$WRAP" <<'EOF'
+#!/bin/sh
+# rank_time.sh DIR CMD...: CMD under /usr/bin/time, peak RSS (KiB) into DIR/time_rank<r>.txt
+dir=$1; shift
+exec /usr/bin/time -f %M -o "$dir/time_rank${OMPI_COMM_WORLD_RANK:-${RANK:-0}}.txt" "$@"
+EOF
+chmod +x "$WRAP"
+
+# Polls VmHWM of the run's megascale ranks (found by executable, "train" and the run folder) and keeps
+# the last reading taken while at most steps-2 steps were logged, i.e. before the last step starts
+# anywhere: the training peak without the end-of-run gather and export.
+SAMPLER='
+import json, os, sys, time
+run_dir, steps, binary, stop = sys.argv[1], int(sys.argv[2]), os.path.realpath(sys.argv[3]), sys.argv[4]
+log = os.path.join(run_dir, "log.jsonl")
+def logged():
+    try:
+        return sum(1 for l in open(log) if l.startswith("{\"step\"") and "\"loss\"" in l)
+    except OSError:
+        return 0
+def ranks():
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if os.path.realpath("/proc/%s/exe" % p) != binary:
+                continue
+            argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+            if len(argv) < 2 or argv[1] != b"train" or not any(run_dir.encode() in a for a in argv):
+                continue
+            env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % p, "rb").read().split(b"\0") if b"=" in kv)
+            r = int(env.get(b"OMPI_COMM_WORLD_RANK", env.get(b"RANK", b"0")))
+            hwm = [l for l in open("/proc/%s/status" % p) if l.startswith("VmHWM:")]
+            if hwm:
+                out[r] = int(hwm[0].split()[1])
+        except (OSError, ValueError):
+            pass
+    return out
+best, at = {}, 0
+while not os.path.exists(stop):
+    reading = ranks()
+    n = logged()
+    if n <= steps - 2 and reading:
+        best.update(reading); at = n
+    time.sleep(0.2)
+json.dump({"vmhwm_kib": {str(k): v for k, v in sorted(best.items())}, "steps_logged_at_reading": at},
+          open(os.path.join(run_dir, "vmhwm.json"), "w"))
+'
+
+MODEL_ARGS=(--model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.vocab_size=50257 --model.pad_vocab_to=128
+            --train.batch_size="$BATCH" --train.seq_len="$SEQ" --train.steps="$STEPS" --train.eval_every=0
+            --train.sample_tokens=0 --train.progress=lines --train.precision=fp32 --optim.name=adamw
+            --data.train="$DATA")
+read -r -a PREFIX <<<"${MS_TP_LAUNCH_PREFIX:-}"
+read -r -a LAUNCH_EXTRA <<<"${MS_TP_LAUNCH_ARGS:-}"
+read -r -a MPI_EXTRA <<<"${MS_TP_MPIRUN_ARGS:-}"
+MPI_IF=${MS_TP_MPI_IF:-lo}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+RUNS=()
+run_one() {  # name engine ranks threads [extra train overrides...]
+  local name=$1 engine=$2 n=$3 threads=$4; shift 4
+  local dir="$OUTDIR/$name" rc=0 cmd
+  mkdir -p "$dir"
+  local train=("$BIN" train "${MODEL_ARGS[@]}" --train.out_dir="$dir/out" --train.threads="$threads" "$@")
+  case "$engine" in
+    single) cmd=("${PREFIX[@]}" "$WRAP" "$dir" env OMP_NUM_THREADS="$threads" "${train[@]}") ;;
+    gloo) cmd=("${PREFIX[@]}" env OMP_NUM_THREADS="$threads" "$BIN" launch --nproc "$n" "${LAUNCH_EXTRA[@]}" --
+               "$WRAP" "$dir" "${train[@]}") ;;
+    mpi) cmd=("${PREFIX[@]}" env "OMPI_MCA_btl=self,tcp" OMPI_MCA_btl_tcp_if_include="$MPI_IF"
+              OMPI_MCA_oob_tcp_if_include="$MPI_IF" mpirun --oversubscribe -np "$n" -x OMP_NUM_THREADS="$threads"
+              "${MPI_EXTRA[@]}" "$WRAP" "$dir" "${train[@]}") ;;
+  esac
+  printf '%q ' "${cmd[@]}" >"$dir/command.txt"
+  echo "  $name ..." >&2
+  rm -f "$dir/stop"
+  "$PY" -c "$SAMPLER" "$dir/out" "$STEPS" "$BIN" "$dir/stop" &
+  local sampler=$!
+  local t0=$SECONDS
+  "${cmd[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt" || rc=$?
+  touch "$dir/stop"
+  wait "$sampler" || true
+  echo "{\"name\": \"$name\", \"engine\": \"$engine\", \"ranks\": $n, \"threads\": $threads, \"rc\": $rc, \"wall_s\": $((SECONDS - t0))}" >"$dir/run.json"
+  [[ $rc == 0 ]] || echo "  $name FAILED (exit $rc): see $dir/stderr.txt" >&2
+  RUNS+=("$dir")
+}
+
+for engine in "${ENGINE_LIST[@]}"; do
+  for k in "${CHUNK_LIST[@]}"; do
+    run_one "$engine-tp$TP-chunks$k" "$engine" "$TP" 1 --parallel.tp="$TP" --parallel.sequence_parallel=true \
+      --parallel.tp_chunks="$k" --parallel.backend="$engine"
+  done
+done
+if [[ $REF == 1 ]]; then
+  run_one "single-tp1-threads1" single 1 1
+  run_one "single-tp1-threads2" single 1 2
+fi
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+DOC_ARG=""
+[[ $WRITE_DOC == 1 ]] && DOC_ARG="$ROOT/docs/performance.md"
+CMDLINE="bench/bench_tp.sh"
+[[ $MODE == quick ]] && CMDLINE+=" --quick"
+"$PY" - "$OUTDIR" "$WARMUP" "$MODE" "$LOAD_START" "$LOAD_END" "${CPU:-unknown}" "$ISA" "$BATCH" "$SEQ" "$STEPS" \
+       "$CMDLINE" "$DOC_ARG" "${RUNS[@]}" <<'PYEOF'
+import datetime, json, os, re, statistics, sys
+
+(outdir, warmup, mode, load_start, load_end, cpu, isa, B, T, steps, cmdline, doc), dirs = sys.argv[1:13], sys.argv[13:]
+warmup = int(warmup)
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+rows, notes, parallel_lines = [], [], {}
+for d in dirs:
+    run = json.load(open(os.path.join(d, "run.json")))
+    steps_, events = [], {}
+    try:
+        for line in open(os.path.join(d, "out", "log.jsonl")):
+            j = json.loads(line)
+            if "loss" in j and "step_ms" in j:
+                steps_.append(j)
+            elif "event" in j:
+                events[j["event"]] = j["message"]
+    except OSError:
+        pass
+    timed = steps_[warmup:]
+    r = dict(run)
+    r["timed"] = len(timed)
+    r["step_ms"] = med([s["step_ms"] for s in timed])
+    r["tp_ms"] = med([s["tp_exposed_ms"] for s in timed if "tp_exposed_ms" in s])
+    r["tok_s"] = med([s["tokens_per_s"] for s in timed])
+    r["chunks"] = None
+    m = re.search(r"chunks(\d+)", run["name"])
+    if m:
+        r["chunks"] = int(m.group(1))
+    r["time_mb"] = []
+    for rank in range(run["ranks"]):
+        try:
+            r["time_mb"].append(int(open(os.path.join(d, f"time_rank{rank}.txt")).read().split()[-1]) / 1024)
+        except (OSError, ValueError, IndexError):
+            r["time_mb"].append(None)
+    try:
+        hw = json.load(open(os.path.join(d, "out", "vmhwm.json")))["vmhwm_kib"]
+        r["hwm_mb"] = [hw[str(k)] / 1024 if str(k) in hw else None for k in range(run["ranks"])]
+    except (OSError, ValueError, KeyError):
+        r["hwm_mb"] = [None] * run["ranks"]
+    r["params"] = None
+    m = re.search(r"tensor parallel: (\d+) parameters and (\d+) logits per rank", events.get("parallel", ""))
+    if m:
+        r["params"], r["logits"] = int(m.group(1)), int(m.group(2))
+        parallel_lines[run["engine"]] = events["parallel"]
+    else:
+        m = re.search(r"megascale: (\d+) parameters", events.get("start", ""))
+        if m:
+            r["params"] = int(m.group(1))
+    if run["rc"] != 0 or not timed:
+        err = ""
+        try:
+            err = " ".join(open(os.path.join(d, "stderr.txt")).read().split())[-300:]
+        except OSError:
+            pass
+        notes.append(f"{run['name']}: exit {run['rc']}, {len(steps_)} steps logged; {err}")
+    rows.append(r)
+
+def f(x, spec="{:.0f}"):
+    return "n/a" if x is None else spec.format(x)
+
+def mem(xs):
+    return " / ".join(f(x) for x in xs) if xs else "n/a"
+
+ref = {}
+for r in rows:
+    if r["engine"] in ("gloo", "mpi") and r["chunks"] == 1 and r["step_ms"]:
+        ref[r["engine"]] = r["step_ms"]
+lines = ["| engine | ranks x threads | tp_chunks | step ms | vs tp_chunks=1 | tp exposed ms | tokens/s | "
+         "peak RSS MB per rank, training (VmHWM) | peak RSS MB per rank, whole process (/usr/bin/time) | parameters per rank |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for r in rows:
+    eng = {"single": "none (tp=1)"}.get(r["engine"], r["engine"])
+    vs = ""
+    if r["chunks"] is not None and r["engine"] in ref and r["step_ms"]:
+        vs = "reference" if r["chunks"] == 1 else f"{(r['step_ms'] / ref[r['engine']] - 1) * 100:+.1f}%"
+    chunks = "—" if r["chunks"] is None else str(r["chunks"])
+    tp_ms = "—" if r["engine"] == "single" else f(r["tp_ms"])
+    lines.append(f"| {eng} | {r['ranks']} x {r['threads']} | {chunks} | {f(r['step_ms'])} | {vs} | {tp_ms} | "
+                 f"{f(r['tok_s'])} | {mem(r['hwm_mb'])} | {mem(r['time_mb'])} | {f(r['params'], '{:,}')} |")
+table = "\n".join(lines)
+now = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+timed = sorted({r["timed"] for r in rows})
+body = f"""Generated by `{cmdline}` on {now} ({mode} mode; results in `{os.path.relpath(outdir, os.path.dirname(os.path.dirname(outdir)))}` of the build dir).
+
+- CPU: {cpu}, {os.cpu_count()} cores ({isa}).
+- GPT-2 124M (12 layers, C=768, 12 heads, vocab 50257 padded to 50304), fp32, AdamW, B={B}, T={T},
+  random tokens; sequence parallelism on; `train.threads=1` per rank. Medians over steps
+  {warmup + 1}-{steps} ({', '.join(map(str, timed))} timed steps per run). tokens/s = B*T / step time (the TP ranks share one batch).
+- tp exposed ms: time rank 0's compute thread waited on the TP group in a step (`tp_exposed_ms`).
+- Peak RSS per rank (rank 0 / rank 1): "training" = VmHWM read from /proc during the run, last reading before
+  the final step; "whole process" = `/usr/bin/time -f %M` around each rank, which includes the end of the
+  run (every rank gathers the whole model for the export; rank 0 also builds a whole model and writes it).
+- Load average (1/5/15 min) at start: {load_start}; at end: {load_end}. Other engineers use this machine.
+
+{table}
+"""
+if notes:
+    body += "\nFailed or incomplete runs:\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+if parallel_lines:
+    body += "\nRun log \"parallel\" line: " + "; ".join(f"{k}: `{v}`" for k, v in parallel_lines.items()) + "\n"
+print(body)
+
+if doc:
+    begin, end = "<!-- bench_tp:begin (written by bench/bench_tp.sh) -->", "<!-- bench_tp:end -->"
+    text = open(doc).read() if os.path.exists(doc) else ""
+    if begin in text and end in text:
+        i, j = text.index(begin) + len(begin), text.index(end)
+        tmp = doc + ".tmp"
+        open(tmp, "w").write(text[:i] + "\n" + body + text[j:])
+        os.replace(tmp, doc)
+        print(f"bench_tp: wrote {doc}")
+    else:
+        print(f"bench_tp: {doc} has no bench_tp markers; printed only", file=sys.stderr)
+PYEOF
