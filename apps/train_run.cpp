@@ -129,7 +129,8 @@ float run_training(const Config& cfg_in) {
     r.step = s.step; r.total_steps = cfg.train.steps;
     r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
     r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
-    r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp);  // per-rank peak x ranks
+    // Per-rank peak x every rank of the job (tokens/s counts the whole job's tokens).
+    r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
     if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
     if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
     log.step(r);
@@ -140,12 +141,12 @@ float run_training(const Config& cfg_in) {
       log.eval(step, last);
     }
   }
-  // The whole model for the export: rank 0's when it is whole, else gathered over rank 0's TP
-  // group (only that group takes part, so no other rank ever holds the whole model).
+  // The whole model for the export: rank 0's own parameters when the model is whole, else gathered
+  // over rank 0's TP group (only that group takes part, so no other rank ever holds it).
   trainer.sync_params();
   const bool first_tp_group = !grid || (grid->coord().dp == 0 && grid->coord().pp == 0);
   std::vector<float> whole;
-  if (rank == 0 || (trainer.tensor_parallel() && first_tp_group)) whole = trainer.full_params();
+  if (trainer.tensor_parallel() && first_tp_group) whole = trainer.full_params();
   if (cfg.parallel.trace) {
     fs::create_directories(out_dir);
     const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
@@ -154,7 +155,8 @@ float run_training(const Config& cfg_in) {
   }
   if (rank == 0) {
     const std::string model_dir = out_dir + "/model";
-    export_hf(cfg.model, whole.data(), model_dir);
+    if (trainer.tensor_parallel()) export_hf(cfg.model, whole.data(), model_dir);
+    else export_hf(model, model_dir);
     log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   }
   whole = {};

@@ -8,18 +8,19 @@
 # waited on the TP group) and tokens/s; then single-process tp=1 references with 1 and 2 threads.
 # Per-rank peak RSS two ways: VmHWM of each rank read from /proc while the second-to-last step runs
 # (the training peak) and /usr/bin/time %M around each rank (the whole process, which includes the
-# end-of-run gather of the whole model for the export). Prints the CPU model, ISA and a markdown
+# end-of-run gather of the whole model for the export); also the CPU time other processes took during
+# each run (/proc/stat), to flag runs that shared the cores. Prints the CPU model, ISA and a markdown
 # table and writes the table into docs/performance.md between the bench_tp markers.
 #
 # Usage: bench/bench_tp.sh [--quick] [--no-doc] [--build DIR] [--tp N] [--engines gloo,mpi]
 #                          [--chunks 1,2,4,8] [--steps N] [--batch B] [--seq T] [--no-ref]
-#   --quick    2 warm-up + 3 timed steps per run (~6 min on 2 cores) instead of 2 + 8 (~12 min)
+#   --quick    2 warm-up + 4 timed steps per run (~2.5 min on 2 cores) instead of 2 + 10 (~4 min)
 #   --no-doc   print only; do not touch docs/performance.md
 #   --build    CMake build dir with the megascale binary (default: $MS_BUILD_DIR or <repo>/build)
 #   --tp       tensor-parallel ranks (default 2; must divide 12 heads, 3072 and the padded vocab)
 #   --engines  comma list of gloo, mpi (default gloo,mpi)
 #   --chunks   comma list of tp_chunks values (default 1,2,4,8; 1 = no overlap, the reference)
-#   --steps    total steps per run including the 2 warm-up steps (overrides --quick's 5 / full 10)
+#   --steps    total steps per run including the 2 warm-up steps (overrides --quick's 6 / full 12)
 #   --batch/--seq  micro-batch B (default 2) and sequence length T (default 256)
 #   --no-ref   skip the tp=1 single-process reference runs
 # Env (for runs on emulated hosts / shaped links; defaults are one machine over loopback):
@@ -62,13 +63,13 @@ while [[ $# -gt 0 ]]; do
     --steps=*) STEPS=${1#--steps=} ;;
     --batch=*) BATCH=${1#--batch=} ;;
     --seq=*) SEQ=${1#--seq=} ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "bench_tp.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
 done
 if [[ -z $STEPS ]]; then
-  if [[ $MODE == quick ]]; then STEPS=5; else STEPS=10; fi
+  if [[ $MODE == quick ]]; then STEPS=6; else STEPS=12; fi
 fi
 for v in TP STEPS BATCH SEQ; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_tp.sh: --${v,,} must be a positive integer" >&2; exit 1; }
@@ -122,9 +123,10 @@ PYEOF
 WRAP="$OUTDIR/rank_time.sh"
 cat >"$WRAP" <<'EOF'
 #!/bin/sh
-# rank_time.sh DIR CMD...: CMD under /usr/bin/time, peak RSS (KiB) into DIR/time_rank<r>.txt
+# rank_time.sh DIR CMD...: CMD under /usr/bin/time: peak RSS (KiB), user and system CPU seconds into
+# DIR/time_rank<r>.txt
 dir=$1; shift
-exec /usr/bin/time -f %M -o "$dir/time_rank${OMPI_COMM_WORLD_RANK:-${RANK:-0}}.txt" "$@"
+exec /usr/bin/time -f "%M %U %S" -o "$dir/time_rank${OMPI_COMM_WORLD_RANK:-${RANK:-0}}.txt" "$@"
 EOF
 chmod +x "$WRAP"
 
@@ -133,11 +135,11 @@ chmod +x "$WRAP"
 # anywhere: the training peak without the end-of-run gather and export.
 SAMPLER='
 import json, os, sys, time
-run_dir, steps, binary, stop = sys.argv[1], int(sys.argv[2]), os.path.realpath(sys.argv[3]), sys.argv[4]
+run_dir, steps, binary, stop, warmup = sys.argv[1], int(sys.argv[2]), os.path.realpath(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 log = os.path.join(run_dir, "log.jsonl")
 def logged():
     try:
-        return sum(1 for l in open(log) if l.startswith("{\"step\"") and "\"loss\"" in l)
+        return sum(1 for l in open(log) if "\"step_ms\"" in l and "\"loss\"" in l)
     except OSError:
         return 0
 def ranks():
@@ -153,20 +155,24 @@ def ranks():
                 continue
             env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % p, "rb").read().split(b"\0") if b"=" in kv)
             r = int(env.get(b"OMPI_COMM_WORLD_RANK", env.get(b"RANK", b"0")))
-            hwm = [l for l in open("/proc/%s/status" % p) if l.startswith("VmHWM:")]
-            if hwm:
-                out[r] = int(hwm[0].split()[1])
+            st = {l.split(":")[0]: int(l.split()[1]) for l in open("/proc/%s/status" % p) if l.startswith(("VmHWM:", "VmRSS:"))}
+            if "VmHWM" in st:
+                out[r] = st
         except (OSError, ValueError):
             pass
     return out
-best, at = {}, 0
+best, rss, at = {}, {}, 0
 while not os.path.exists(stop):
     reading = ranks()
     n = logged()
     if n <= steps - 2 and reading:
-        best.update(reading); at = n
+        best.update({r: st["VmHWM"] for r, st in reading.items()}); at = n
+        if n >= warmup:  # steady state: the largest resident size seen during the timed steps
+            for r, st in reading.items():
+                rss[r] = max(rss.get(r, 0), st.get("VmRSS", 0))
     time.sleep(0.2)
-json.dump({"vmhwm_kib": {str(k): v for k, v in sorted(best.items())}, "steps_logged_at_reading": at},
+json.dump({"vmhwm_kib": {str(k): v for k, v in sorted(best.items())}, "steps_logged_at_reading": at,
+           "vmrss_max_timed_kib": {str(k): v for k, v in sorted(rss.items())}},
           open(os.path.join(run_dir, "vmhwm.json"), "w"))
 '
 
@@ -197,27 +203,36 @@ run_one() {  # name engine ranks threads [extra train overrides...]
   printf '%q ' "${cmd[@]}" >"$dir/command.txt"
   echo "  $name ..." >&2
   rm -f "$dir/stop"
-  "$PY" -c "$SAMPLER" "$dir/out" "$STEPS" "$BIN" "$dir/stop" &
+  "$PY" -c "$SAMPLER" "$dir/out" "$STEPS" "$BIN" "$dir/stop" "$WARMUP" &
   local sampler=$!
-  local t0=$SECONDS
+  # Wall time and the machine's busy CPU time (/proc/stat) around the run: minus the ranks' own CPU
+  # time it gives the CPU that everything else (launcher, sampler, other users) took meanwhile.
+  local t0 s0 t1 s1
+  t0=$(date +%s.%N); s0=$(head -n1 /proc/stat)
   "${cmd[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt" || rc=$?
+  t1=$(date +%s.%N); s1=$(head -n1 /proc/stat)
   touch "$dir/stop"
   wait "$sampler" || true
-  echo "{\"name\": \"$name\", \"engine\": \"$engine\", \"ranks\": $n, \"threads\": $threads, \"rc\": $rc, \"wall_s\": $((SECONDS - t0))}" >"$dir/run.json"
+  rm -rf "$dir/out/model"  # the exported model (~500 MB for 124M) is not needed here
+  printf '{"name": "%s", "engine": "%s", "ranks": %d, "threads": %d, "rc": %d, "t0": %s, "t1": %s, "stat0": "%s", "stat1": "%s"}\n' \
+    "$name" "$engine" "$n" "$threads" "$rc" "$t0" "$t1" "$s0" "$s1" >"$dir/run.json"
   [[ $rc == 0 ]] || echo "  $name FAILED (exit $rc): see $dir/stderr.txt" >&2
   RUNS+=("$dir")
 }
 
-for engine in "${ENGINE_LIST[@]}"; do
-  for k in "${CHUNK_LIST[@]}"; do
-    run_one "$engine-tp$TP-chunks$k" "$engine" "$TP" 1 --parallel.tp="$TP" --parallel.sequence_parallel=true \
-      --parallel.tp_chunks="$k" --parallel.backend="$engine"
-  done
-done
+# Interleaved (references first, then each tp_chunks on every engine in turn) so that a change of
+# the background load does not fall on one engine or one end of the chunk list only; the table
+# groups the rows by engine.
 if [[ $REF == 1 ]]; then
   run_one "single-tp1-threads1" single 1 1
   run_one "single-tp1-threads2" single 1 2
 fi
+for k in "${CHUNK_LIST[@]}"; do
+  for engine in "${ENGINE_LIST[@]}"; do
+    run_one "$engine-tp$TP-chunks$k" "$engine" "$TP" 1 --parallel.tp="$TP" --parallel.sequence_parallel=true \
+      --parallel.tp_chunks="$k" --parallel.backend="$engine"
+  done
+done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 DOC_ARG=""
@@ -257,17 +272,32 @@ for d in dirs:
     m = re.search(r"chunks(\d+)", run["name"])
     if m:
         r["chunks"] = int(m.group(1))
-    r["time_mb"] = []
+    r["time_mb"], rank_cpu = [], 0.0
     for rank in range(run["ranks"]):
         try:
-            r["time_mb"].append(int(open(os.path.join(d, f"time_rank{rank}.txt")).read().split()[-1]) / 1024)
-        except (OSError, ValueError, IndexError):
+            kib, user, system = open(os.path.join(d, f"time_rank{rank}.txt")).read().split()[-3:]
+            r["time_mb"].append(int(kib) / 1024)
+            rank_cpu += float(user) + float(system)
+        except (OSError, ValueError):
             r["time_mb"].append(None)
+            rank_cpu = float("nan")
+    def busy(stat):  # user nice system idle iowait irq softirq steal: all but idle and iowait
+        v = [int(x) for x in stat.split()[1:9]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    wall = run["t1"] - run["t0"]
+    r["wall_s"] = wall
+    other = (busy(run["stat1"]) - busy(run["stat0"]) - rank_cpu) / wall if wall > 0 else float("nan")
+    r["other_cores"] = None if other != other else max(0.0, other)
     try:
         hw = json.load(open(os.path.join(d, "out", "vmhwm.json")))["vmhwm_kib"]
         r["hwm_mb"] = [hw[str(k)] / 1024 if str(k) in hw else None for k in range(run["ranks"])]
     except (OSError, ValueError, KeyError):
         r["hwm_mb"] = [None] * run["ranks"]
+    try:
+        rs = json.load(open(os.path.join(d, "out", "vmhwm.json")))["vmrss_max_timed_kib"]
+        r["rss_mb"] = [rs[str(k)] / 1024 if str(k) in rs else None for k in range(run["ranks"])]
+    except (OSError, ValueError, KeyError):
+        r["rss_mb"] = [None] * run["ranks"]
     r["params"] = None
     m = re.search(r"tensor parallel: (\d+) parameters and (\d+) logits per rank", events.get("parallel", ""))
     if m:
@@ -296,9 +326,12 @@ ref = {}
 for r in rows:
     if r["engine"] in ("gloo", "mpi") and r["chunks"] == 1 and r["step_ms"]:
         ref[r["engine"]] = r["step_ms"]
+order = {e: i for i, e in enumerate(dict.fromkeys(r["engine"] for r in rows if r["engine"] != "single"))}
+rows.sort(key=lambda r: (order.get(r["engine"], len(order)), r["chunks"] or 0, r["threads"]))
 lines = ["| engine | ranks x threads | tp_chunks | step ms | vs tp_chunks=1 | tp exposed ms | tokens/s | "
-         "peak RSS MB per rank, training (VmHWM) | peak RSS MB per rank, whole process (/usr/bin/time) | parameters per rank |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "RSS MB per rank during timed steps (max VmRSS) | peak RSS MB per rank before the last step (VmHWM) | "
+         "peak RSS MB per rank, whole process (/usr/bin/time) | parameters per rank | CPU outside the ranks (cores) |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
     eng = {"single": "none (tp=1)"}.get(r["engine"], r["engine"])
     vs = ""
@@ -307,7 +340,7 @@ for r in rows:
     chunks = "—" if r["chunks"] is None else str(r["chunks"])
     tp_ms = "—" if r["engine"] == "single" else f(r["tp_ms"])
     lines.append(f"| {eng} | {r['ranks']} x {r['threads']} | {chunks} | {f(r['step_ms'])} | {vs} | {tp_ms} | "
-                 f"{f(r['tok_s'])} | {mem(r['hwm_mb'])} | {mem(r['time_mb'])} | {f(r['params'], '{:,}')} |")
+                 f"{f(r['tok_s'])} | {mem(r['rss_mb'])} | {mem(r['hwm_mb'])} | {mem(r['time_mb'])} | {f(r['params'], '{:,}')} | {f(r['other_cores'], '{:.2f}')} |")
 table = "\n".join(lines)
 now = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
 timed = sorted({r["timed"] for r in rows})
@@ -318,9 +351,14 @@ body = f"""Generated by `{cmdline}` on {now} ({mode} mode; results in `{os.path.
   random tokens; sequence parallelism on; `train.threads=1` per rank. Medians over steps
   {warmup + 1}-{steps} ({', '.join(map(str, timed))} timed steps per run). tokens/s = B*T / step time (the TP ranks share one batch).
 - tp exposed ms: time rank 0's compute thread waited on the TP group in a step (`tp_exposed_ms`).
-- Peak RSS per rank (rank 0 / rank 1): "training" = VmHWM read from /proc during the run, last reading before
-  the final step; "whole process" = `/usr/bin/time -f %M` around each rank, which includes the end of the
-  run (every rank gathers the whole model for the export; rank 0 also builds a whole model and writes it).
+- Memory per rank (rank 0 / rank 1), read from /proc/<pid>/status every 0.2 s: the largest VmRSS seen during
+  the timed steps (steady state), and VmHWM (high-water mark since start, including start-up) at the last
+  reading before the final step; "whole process" = `/usr/bin/time -f %M` around each rank, which also covers
+  the end of the run (the whole model's parameters, gathered over rank 0's TP group or copied at tp=1, for
+  the export that rank 0 writes).
+- CPU outside the ranks: (busy CPU time of the machine from /proc/stat - the ranks' user + system time) / wall
+  time of the run, in cores: the launcher or mpirun, the memory sampler and whatever else ran meanwhile. Well
+  above ~0.1 means another workload shared the 2 cores during that run.
 - Load average (1/5/15 min) at start: {load_start}; at end: {load_end}. Other engineers use this machine.
 
 {table}

@@ -30,8 +30,9 @@ TEST_P(TpEveryVariant, EveryLayoutOnBothEnginesMatchesSingleProcess) {
   const std::string args = tp_variant(v.block, v.attention, v.optim);
   runs.train(megascale_bin(), "ref", args);
   struct Layout { std::string name; int ranks; std::string args; };
-  for (const Layout& l : {Layout{"tp2", 2, " --parallel.tp=2"}, Layout{"tp4", 4, " --parallel.tp=4"},
-                          Layout{"tp2dp2", 4, " --parallel.tp=2 --parallel.dp=2"}}) {
+  for (const Layout& l : {Layout{"tp2", 2, " --parallel.tp=2 --parallel.tp_chunks=2"},
+                          Layout{"tp4", 4, " --parallel.tp=4 --parallel.tp_chunks=2"},
+                          Layout{"tp2dp2", 4, " --parallel.tp=2 --parallel.dp=2 --parallel.tp_chunks=2"}}) {
     runs.train(launch(l.ranks), "gloo_" + l.name, args + l.args);
     runs.expect_same_run("ref", "gloo_" + l.name, 6, kTpLossRel, kTpWeightRel, -1);
     runs.train(mpirun(l.ranks), "mpi_" + l.name, args + l.args);

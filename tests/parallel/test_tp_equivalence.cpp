@@ -45,10 +45,10 @@ class TpEquivalence : public ::testing::Test {
 TEST_F(TpEquivalence, Tp2Tp4AndTp2xDp2MatchSingleProcessOnGlooAndMpi) {
   const std::string seq = tp_variant("sequential", "full", "adamw");
   g->train(megascale_bin(), "ref_seq", seq);
-  const std::string out = g->train(launch(2), "gloo_tp2", seq + " --parallel.tp=2");
+  const std::string out = g->train(launch(2), "gloo_tp2", seq + " --parallel.tp=2 --parallel.tp_chunks=2");
   EXPECT_NE(out.find("tensor parallel:"), std::string::npos) << "tp = 2 did not run tensor parallel:\n" << out;
   expect_follows("ref_seq", "gloo_tp2");
-  g->train(mpirun(2), "mpi_tp2", seq + " --parallel.tp=2");
+  g->train(mpirun(2), "mpi_tp2", seq + " --parallel.tp=2 --parallel.tp_chunks=2");
   expect_follows("ref_seq", "mpi_tp2");
   // Two ranks per group: the same sums on either engine (with four, OpenMPI associates them
   // differently: test_slow_tp_equivalence).
@@ -56,7 +56,7 @@ TEST_F(TpEquivalence, Tp2Tp4AndTp2xDp2MatchSingleProcessOnGlooAndMpi) {
 
   const std::string par = tp_variant("parallel", "sliding", "lamb");
   g->train(megascale_bin(), "ref_par", par);
-  g->train(launch(4), "gloo_tp4", par + " --parallel.tp=4");
+  g->train(launch(4), "gloo_tp4", par + " --parallel.tp=4 --parallel.tp_chunks=2");
   expect_follows("ref_par", "gloo_tp4");
   const std::string o = g->train(mpirun(4), "mpi_tp2dp2", par + " --parallel.tp=2");
   EXPECT_NE(o.find("tp=2 dp=2"), std::string::npos) << o;
