@@ -1,28 +1,23 @@
 // comm_thread.cpp: see comm_thread.h; also CommWork (communicator.h), whose wait() may have to
-// queue the completion of posted ops.
+// queue the completion of posted ops on the op's thread.
 #include "comm/comm_thread.h"
 
+#include <pthread.h>  // pthread_setname_np
+
+#include <algorithm>  // std::remove
+#include <atomic>
 #include <cstdlib>  // std::atexit
-#include <deque>
 #include <memory>
-#include <thread>
+#include <vector>
 
 #include "base/check.h"          // MS_CHECK
 #include "comm/communicator.h"  // CommWork
 
 namespace ms {
 
-namespace detail {
-namespace {
-void request_completion(WorkState& st);  // below, with the thread
-}  // namespace
-}  // namespace detail
-
-using detail::request_completion;
-
 void CommWork::wait() {
   MS_CHECK(state_, "CommWork::wait on an empty handle");
-  request_completion(*state_);
+  if (state_->posted_kind) state_->thread->request_completion(*state_);
   std::unique_lock lk(state_->m);
   state_->cv.wait(lk, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -30,7 +25,7 @@ void CommWork::wait() {
 
 bool CommWork::done() const {
   if (!state_) return true;
-  request_completion(*state_);
+  if (state_->posted_kind) state_->thread->request_completion(*state_);
   std::lock_guard lk(state_->m);
   return state_->done;
 }
@@ -39,118 +34,172 @@ namespace detail {
 
 namespace {
 
-class CommThread {
- public:
-  static CommThread& get() {
-    static CommThread* t = [] {
-      auto* p = new CommThread();
-      std::atexit([] { CommThread::get().shutdown(); });
-      return p;
-    }();
-    return *t;
-  }
+thread_local CommThread* tl_current = nullptr;  // the CommThread whose task this thread runs
 
-  void post(std::function<void()> fn) {
+// Every started comm thread, for the exit handler. Lock order: Registry::m, then a CommThread's m_.
+struct Registry {
+  std::mutex m;
+  std::vector<CommThread*> live;
+  bool exiting = false;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: communicators may outlive exit
+  return *r;
+}
+
+std::atomic<bool> g_exiting{false};  // set first by stop_all_comm_threads
+
+}  // namespace
+
+CommThread::~CommThread() {
+  stop();
+  Registry& r = registry();
+  std::lock_guard lk(r.m);
+  r.live.erase(std::remove(r.live.begin(), r.live.end(), this), r.live.end());
+}
+
+bool CommThread::on_this_thread() const { return tl_current == this; }
+
+void CommThread::post(std::function<void()> fn) {
+  for (;;) {
     {
       std::lock_guard lk(m_);
-      if (!stopped_) {
+      if (state_ == State::kRunning || state_ == State::kStopping) {  // a stopping loop drains q_ first
         q_.push_back(std::move(fn));
         cv_.notify_one();
         return;
       }
+      if (state_ == State::kDone) break;
     }
-    fn();  // after shutdown
+    if (!start()) break;
   }
+  run_inline(fn);
+}
 
-  // Runs fn on the thread and waits for it; rethrows what it threw.
-  void run(const std::function<void()>& fn) {
-    if (std::this_thread::get_id() == thread_.get_id()) return fn();
-    auto st = std::make_shared<WorkState>();
-    post([&fn, st] {
-      std::exception_ptr e;
-      try {
-        fn();
-      } catch (...) {
-        e = std::current_exception();
-      }
-      st->finish(e);
-    });
-    CommWork(st).wait();
+bool CommThread::start() {
+  Registry& r = registry();
+  std::unique_lock rl(r.m, std::defer_lock);
+  // The exit handler holds r.m while it joins threads: never wait for it, run inline instead.
+  while (!g_exiting && !rl.try_lock()) std::this_thread::yield();
+  std::lock_guard lk(m_);
+  if (state_ != State::kIdle) return state_ != State::kDone;
+  if (!rl.owns_lock() || r.exiting) {
+    state_ = State::kDone;
+    return false;
   }
+  static const bool at_exit = (std::atexit(stop_all_comm_threads), true);
+  (void)at_exit;
+  r.live.push_back(this);
+  state_ = State::kRunning;
+  thread_ = std::thread([this] { loop(); });
+  return true;
+}
 
- private:
-  CommThread() : thread_([this] { loop(); }) {}
-
-  void loop() {
-    std::unique_lock lk(m_);
-    for (;;) {
-      cv_.wait(lk, [&] { return stopping_ || !q_.empty(); });
-      if (q_.empty()) return;  // stopping and drained
-      auto fn = std::move(q_.front());
+void CommThread::loop() {
+  tl_current = this;
+  const std::string name = ("comm " + label_).substr(0, 15);  // pthread names hold 15 characters
+  pthread_setname_np(pthread_self(), name.c_str());
+  std::unique_lock lk(m_);
+  for (;;) {
+    cv_.wait(lk, [&] { return state_ == State::kStopping || !q_.empty(); });
+    if (q_.empty()) {  // stopping and drained
+      state_ = State::kDone;
+      return;
+    }
+    {
+      std::function<void()> fn = std::move(q_.front());
       q_.pop_front();
       lk.unlock();
       fn();  // tasks catch their own exceptions
-      lk.lock();
     }
+    lk.lock();
   }
+}
 
-  void shutdown() {
-    {
-      std::lock_guard lk(m_);
-      if (stopping_) return;
-      stopping_ = true;
-      cv_.notify_one();
+void CommThread::run_inline(const std::function<void()>& fn) {
+  std::lock_guard lk(inline_mu_);
+  CommThread* const prev = tl_current;
+  tl_current = this;
+  fn();
+  tl_current = prev;
+}
+
+void CommThread::run(const std::function<void()>& fn) {
+  auto body = [&] {
+    complete_posted();
+    fn();
+  };
+  if (on_this_thread()) return body();
+  auto st = std::make_shared<WorkState>();
+  post([&body, st] {
+    std::exception_ptr e;
+    try {
+      body();
+    } catch (...) {
+      e = std::current_exception();
     }
-    if (thread_.joinable()) thread_.join();
+    st->finish(e);
+  });
+  std::unique_lock lk(st->m);
+  st->cv.wait(lk, [&] { return st->done; });
+  if (st->error) std::rethrow_exception(st->error);
+}
+
+void CommThread::drain() {
+  {
     std::lock_guard lk(m_);
-    stopped_ = true;
+    if (state_ == State::kIdle) return;  // nothing was ever queued
   }
+  run([] {});
+}
 
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> q_;
-  bool stopping_ = false, stopped_ = false;
-  std::thread thread_;
-};
+void CommThread::stop() {
+  if (on_this_thread()) return;  // a thread cannot join itself
+  std::unique_lock lk(m_);
+  if (stop_requested_) {  // another caller joins (or has joined)
+    joined_cv_.wait(lk, [&] { return joined_; });
+    return;
+  }
+  stop_requested_ = true;
+  if (!thread_.joinable()) {  // never started
+    state_ = State::kDone;
+    joined_ = true;
+    return;
+  }
+  if (state_ == State::kRunning) state_ = State::kStopping;
+  cv_.notify_one();
+  lk.unlock();
+  thread_.join();
+  lk.lock();
+  joined_ = true;
+  joined_cv_.notify_all();
+}
 
-// Completions of posted send/recv ops, in post order (comm thread only).
-std::deque<std::function<void()>> g_posted;
-
-}  // namespace
-
-void complete_posted() {
-  while (!g_posted.empty()) {
-    auto f = std::move(g_posted.front());
-    g_posted.pop_front();
+void CommThread::complete_posted() {
+  while (!posted_.empty()) {
+    std::function<void()> f = std::move(posted_.front());
+    posted_.pop_front();
     f();
   }
 }
 
-namespace {
-
-// A waiter on a send/recv queues the completion of every posted op (once): the op itself was
-// queued earlier, so it is posted by then.
-void request_completion(WorkState& st) {
+void CommThread::request_completion(WorkState& st) {
   {
     std::lock_guard lk(st.m);
     if (!st.posted_kind || st.done || st.flush_requested) return;
     st.flush_requested = true;
   }
-  CommThread::get().post(complete_posted);
+  post([this] { complete_posted(); });
 }
 
-}  // namespace
-
-void post_to_comm_thread(std::function<void()> fn) { CommThread::get().post(std::move(fn)); }
-
-void run_on_comm_thread(const std::function<void()>& fn) {
-  CommThread::get().run([&fn] {
-    complete_posted();
-    fn();
-  });
+void stop_all_comm_threads() {
+  g_exiting = true;
+  Registry& r = registry();
+  std::lock_guard lk(r.m);
+  r.exiting = true;
+  for (CommThread* t : r.live) t->stop();
 }
-
-void defer_posted_completion(std::function<void()> fn) { g_posted.push_back(std::move(fn)); }
 
 }  // namespace detail
 }  // namespace ms

@@ -1,17 +1,32 @@
-// comm_thread: the one communication thread of a process and the completion state of an op
-// (internal to comm/). Every communicator queues its ops on this thread, in start order (FIFO),
-// so ops of different groups never run concurrently and a rank's op order is its start order.
-// Posted send/recv ops (two-phase backends) complete in post order, before the next op that is not
-// a posted send/recv runs, or when a caller waits on one of them.
-// The thread starts on first use; an atexit handler drains the queue and joins it. After that,
-// work runs inline on the caller's thread (only destructors of objects outliving exit get there).
+// comm_thread: the progress of one communicator (internal to comm/): a FIFO queue and the thread
+// that runs it, like a CUDA stream per NCCL communicator, plus the completion state of an op.
+// Guarantees:
+//  - Every Communicator (the world and each sub-group) owns one CommThread. The ops of one group run
+//    on its thread one at a time, in start order: per group, priority = start order (callers start
+//    communication in the order the computations that depend on it will run, MegaScale §3.2).
+//  - Different groups are independent streams: their threads progress concurrently, so two ranks
+//    that start ops of two groups in opposite orders do not wait on each other in a cycle.
+//  - Posted send/recv ops (two-phase backends) complete in post order, before the next op of the
+//    same group that is not a posted send/recv runs, or when a caller waits on one of them.
+//  - The thread starts on the first op (a group that never communicates costs no thread) and is
+//    drained and joined when the CommThread is destroyed. At process exit an atexit handler
+//    (stop_all_comm_threads) drains and joins every comm thread still running, before the MPI
+//    backend finalises MPI; after that a CommThread runs its work inline on the caller's thread,
+//    one task at a time (only objects outliving exit get there).
+//  - The hot path allocates no more than a std::function per op and the queue's deque blocks.
 #pragma once
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <thread>
 
 namespace ms::detail {
+
+class CommThread;
 
 struct WorkState {
   std::mutex m;
@@ -19,6 +34,8 @@ struct WorkState {
   bool done = false;
   bool posted_kind = false;      // a send/recv: may sit posted until something completes it
   bool flush_requested = false;  // a waiter has queued the completion of posted ops
+  CommThread* thread = nullptr;  // posted kinds: the thread that completes them (its communicator
+                                 // drains, completing them, before it goes)
   std::exception_ptr error;
   void finish(std::exception_ptr e) {
     std::lock_guard lk(m);
@@ -28,13 +45,59 @@ struct WorkState {
   }
 };
 
-// Queues fn on the communication thread (runs it inline after shutdown). fn must not throw.
-void post_to_comm_thread(std::function<void()> fn);
-// Runs fn on the communication thread after every op queued before it (completing posted ops
-// first) and waits; rethrows what fn threw. Inline when called on the thread itself.
-void run_on_comm_thread(const std::function<void()>& fn);
-// Communication thread only: queue the completion of a posted op / complete every posted op.
-void defer_posted_completion(std::function<void()> fn);
-void complete_posted();
+class CommThread {
+ public:
+  CommThread() = default;
+  ~CommThread();  // stop(), then forgotten by the exit handler
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+
+  // Name of the thread (pthread name "ms-comm <label>", cut to 15 characters), for debuggers.
+  // Set before the first op.
+  void set_label(const std::string& label) { label_ = label; }
+
+  // Queues fn (starting the thread on first use). After stop: runs fn inline. fn must not throw.
+  void post(std::function<void()> fn);
+  // Runs fn on the thread after every task queued before it (completing posted ops first) and
+  // waits; rethrows what fn threw. Inline when called on the thread itself, or after stop.
+  void run(const std::function<void()>& fn);
+  // Waits until every task queued so far has run and every posted op has completed. Nothing to do
+  // when the thread never started (nothing was ever queued).
+  void drain();
+  // Runs what is queued, then joins the thread; afterwards post() runs inline. Idempotent and safe
+  // from several threads at once; a no-op when called on the thread itself.
+  void stop();
+
+  // On the thread (or inline after stop) only: queue the completion of a posted op / complete every
+  // posted op, in post order.
+  void defer_posted_completion(std::function<void()> fn) { posted_.push_back(std::move(fn)); }
+  void complete_posted();
+  // A waiter on a posted send/recv of this thread: queues the completion of every posted op, once
+  // per op (the op itself was queued earlier, so it is posted by then).
+  void request_completion(WorkState& st);
+
+ private:
+  enum class State : uint8_t { kIdle, kRunning, kStopping, kDone };
+  bool start();  // kIdle -> kRunning (registered with the exit handler), or kDone during exit
+  void loop();
+  void run_inline(const std::function<void()>& fn);
+  bool on_this_thread() const;
+
+  std::mutex m_;
+  std::condition_variable cv_;       // work queued or stop requested
+  std::condition_variable joined_cv_;
+  std::deque<std::function<void()>> q_;
+  State state_ = State::kIdle;
+  bool stop_requested_ = false, joined_ = false;
+  std::thread thread_;
+  std::recursive_mutex inline_mu_;       // after stop: inline tasks one at a time
+  std::deque<std::function<void()>> posted_;  // completions of posted ops (thread, or inline_mu_)
+  std::string label_;
+};
+
+// Drains and joins every comm thread still running; afterwards every CommThread, started or not,
+// runs its work inline. Registered with atexit when the first comm thread starts; the MPI backend
+// calls it before MPI_Finalize. Idempotent.
+void stop_all_comm_threads();
 
 }  // namespace ms::detail

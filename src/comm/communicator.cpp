@@ -1,22 +1,36 @@
 // communicator.cpp: the backend-independent half of communicator.h: argument checks on the
-// caller's thread, sequence numbers, the trace records, and running each op on the communication
-// thread (comm_thread.h) with its deadline and its error message.
+// caller's thread, sequence numbers, the trace records, and running each op on the communicator's
+// own thread (comm_thread.h) with its deadline and its error message.
 #include "comm/communicator.h"
 
 #include <algorithm>  // std::sort, std::adjacent_find, std::find
 #include <cstdint>
 
 #include "base/clock.h"         // steady_ns, SteadyClock
-#include "comm/comm_thread.h"  // WorkState, post_to_comm_thread, complete_posted
+#include "comm/comm_thread.h"  // WorkState, CommThread
 #include "obs/trace_sink.h"     // TraceSink
 
 namespace ms {
 
 const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "max"; }
 
-void Communicator::run_on_comm_thread(const std::function<void()>& fn) { detail::run_on_comm_thread(fn); }
+Communicator::Communicator() : thread_(std::make_unique<detail::CommThread>()) { thread_->set_label(name_); }
 
-void Communicator::drain() { run_on_comm_thread([] {}); }
+Communicator::~Communicator() = default;  // thread_'s destructor runs what is still queued and joins it
+
+void Communicator::set_identity(std::string name, int rank, std::vector<int> world_ranks,
+                                std::chrono::milliseconds timeout) {
+  name_ = std::move(name);
+  rank_ = rank;
+  size_ = static_cast<int>(world_ranks.size());
+  world_ranks_ = std::move(world_ranks);
+  timeout_ = timeout;
+  thread_->set_label(name_);
+}
+
+void Communicator::run_on_comm_thread(const std::function<void()>& fn) { thread_->run(fn); }
+
+void Communicator::drain() { thread_->drain(); }
 
 void Communicator::throw_if_broken() const {
   if (broken_) throw CommError(fmt::format("group '{}' is unusable after an earlier failure: {}", name_, broken_what_));
@@ -119,6 +133,7 @@ CommWork Communicator::submit(Op op, size_t bytes) {
            op.name, name_, dtype_name(op.dtype));
   auto state = std::make_shared<detail::WorkState>();
   state->posted_kind = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+  state->thread = thread_.get();
   std::lock_guard lk(submit_mu_);
   if (send_seq_.size() != static_cast<size_t>(size_)) send_seq_.assign(size_, 0), recv_seq_.assign(size_, 0);
   if (op.kind == OpKind::kSend) op.seq = send_seq_[op.peer]++;
@@ -128,7 +143,7 @@ CommWork Communicator::submit(Op op, size_t bytes) {
   rec.seq = op.seq, rec.name = op.name, rec.group = name_, rec.bytes = bytes, rec.peer = op.peer;
   rec.enqueue_ns = steady_ns(), rec.status = "queued";
   const uint64_t id = TraceSink::get().open(TraceTrack::kComm, std::move(rec));
-  detail::post_to_comm_thread([this, op, state, id]() mutable { run_op(op, state, id); });
+  thread_->post([this, op, state, id]() mutable { run_op(op, state, id); });
   return CommWork(state);
 }
 
@@ -143,7 +158,7 @@ void finish(uint64_t record, const std::string& status, bool ok, detail::WorkSta
 
 void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record) {
   const bool p2p = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
-  if (!p2p) detail::complete_posted();
+  if (!p2p) thread_->complete_posted();
   TraceSink::get().update(TraceTrack::kComm, record, [](TraceRecord& r) { r.start_ns = steady_ns(), r.status = "running"; });
   op.deadline = SteadyClock::now() + timeout_;
   std::string status = "ok";
@@ -153,7 +168,7 @@ void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& stat
     else execute(op);
   }, status);
   if (ok && posted) {
-    detail::defer_posted_completion([this, op, state, record]() mutable {
+    thread_->defer_posted_completion([this, op, state, record]() mutable {
       std::string st = "ok";
       const bool fine = run_step(op, [&] { complete(op); }, st);
       op.handle.reset();

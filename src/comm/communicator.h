@@ -3,9 +3,16 @@
 // reduce-scatter, all-gather, broadcast, send/recv and barrier on fp32 and bf16 buffers, sum or max.
 // Guarantees:
 //  - Every op has a blocking form and an asynchronous form: start_<op>(...) returns a CommWork whose
-//    wait() finishes it. Asynchronous ops run on one communication thread per process, in the order
-//    they were started (the same order on every rank is the caller's duty, as with NCCL), so they
-//    progress while the caller's compute threads work.
+//    wait() finishes it. Each communicator (the world and every sub-group) has its own progress: a
+//    FIFO queue and a communication thread (comm_thread.h), like a CUDA stream per NCCL
+//    communicator, so ops progress while the caller's compute threads work.
+//  - Per group, priority = start order: the ops of one group run one at a time in the order they
+//    were started (the same order on every member is the caller's duty, as with NCCL; callers start
+//    communication in the order the computations that depend on it will run, MegaScale §3.2).
+//  - Different groups are independent streams that progress concurrently: ranks may start ops of
+//    two groups in different orders (rank 0: A then B, rank 1: B then A) without deadlocking.
+//  - start_* may be called from any thread; one group may be used by several caller threads (its
+//    order is then the order of their start_* calls).
 //  - Every op has a deadline (comm_env.h: CommEnv::timeout). A stalled or dead peer ends in a CommError naming the
 //    operation, the group, the sequence number and the peer (when the engine can tell), never a hang.
 //    After a CommError the group is unusable: later ops on it fail at once (rebuild the world).
@@ -13,7 +20,8 @@
 //    sequence number, bytes, peer, enqueue/start/end times, outcome) for hang analysis and timelines.
 //  - Reductions sum in rank order 0..n-1 where the backend allows it, so every rank gets the same bits.
 // The world group comes from init_world (world.h); sub-groups from new_group(), called only by the
-// group's members; RankGrid (rank_grid.h) is the only caller outside tests. Backends (self_backend.h,
+// group's members; RankGrid (rank_grid.h) is the only caller outside tests. Destroying a
+// communicator waits for its ops, then joins its thread. Backends (self_backend.h,
 // backends/gloo.h, backends/mpi.h) implement the protected interface below.
 #pragma once
 #include <chrono>
@@ -43,7 +51,10 @@ class CommError : public Error {
   using Error::Error;
 };
 
-namespace detail { struct WorkState; }
+namespace detail {
+struct WorkState;
+class CommThread;
+}  // namespace detail
 
 // Handle of an asynchronous op. wait() blocks until it is done and rethrows its CommError.
 class CommWork {
@@ -60,7 +71,10 @@ class CommWork {
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  Communicator();
+  virtual ~Communicator();  // joins this communicator's thread (backend destructors drain() first)
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }  // rank within this group
   int size() const { return size_; }
@@ -97,13 +111,16 @@ class Communicator {
 
   // A sub-group of this communicator: members are ranks of this group, in the new group's rank
   // order. Called by every member and only by members; groups are created in the same order on
-  // every rank. No global barrier.
+  // every rank. No global barrier. The creation is a collective over this group: it runs on this
+  // group's thread, after the ops started before it. The new group has its own thread.
   virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) = 0;
 
  protected:
   virtual const char* backend_name() const = 0;
   // ---- Backend interface. communicator.cpp owns the queue, the sequence numbers and the trace; a backend
-  // only runs ops, one at a time, on the communication thread, in start order.
+  // only runs ops, one at a time, on this communicator's thread, in start order. Ops of other
+  // communicators (of the same backend) run on their own threads at the same time: what a backend
+  // shares between communicators must be safe for that.
   enum class OpKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kBarrier };
   struct Op {
     OpKind kind = OpKind::kBarrier;
@@ -117,7 +134,7 @@ class Communicator {
     ReduceOp reduce = ReduceOp::kSum;
     int peer = -1;             // send/recv peer, broadcast root (group ranks)
     uint32_t tag = 0;
-    SteadyClock::time_point deadline;  // start on the comm thread + timeout_
+    SteadyClock::time_point deadline;  // start on this communicator's thread + timeout_
     int waiting_on = -1;       // set by the backend while it waits on one peer (group rank)
     std::shared_ptr<void> handle;  // backend state between post() and complete()
   };
@@ -131,24 +148,21 @@ class Communicator {
   virtual bool post(Op& op) { return false; }
   virtual void complete(Op& op) {}
   // A backend constructor's bookkeeping: name, rank in the group, members' world ranks, deadline.
-  void set_identity(std::string name, int rank, std::vector<int> world_ranks, std::chrono::milliseconds timeout) {
-    name_ = std::move(name);
-    rank_ = rank;
-    size_ = static_cast<int>(world_ranks.size());
-    world_ranks_ = std::move(world_ranks);
-    timeout_ = timeout;
-  }
+  void set_identity(std::string name, int rank, std::vector<int> world_ranks, std::chrono::milliseconds timeout);
   // new_group's argument check, shared by the backends: members must be distinct ranks of this
   // group and include the caller. Returns the caller's rank in the new group; fills world ranks.
   int check_group_members(const std::vector<int>& members, const std::string& name,
                           std::vector<int>& world_ranks) const;
-  // Runs fn on the communication thread (after every op queued before it) and waits; rethrows.
-  static void run_on_comm_thread(const std::function<void()>& fn);
-  // Waits until every op started on this communicator has finished. Backend destructors call it first.
+  // Runs fn on THIS communicator's thread, after every op queued on it before (posted send/recv
+  // completed first), and waits; rethrows what fn threw. Inline when already on that thread.
+  void run_on_comm_thread(const std::function<void()>& fn);
+  // Waits until every op started on this communicator has finished (posted send/recv included).
+  // Backend destructors call it first; afterwards no op of this communicator runs or is queued, so
+  // the destructor may release backend state on the caller's thread. No thread is started for it.
   void drain();
-  // Throws the CommError that made this communicator unusable, if any (call on the comm thread).
+  // Throws the CommError that made this communicator unusable, if any (call on its thread).
   void throw_if_broken() const;
-  bool broken() const { return broken_; }
+  bool broken() const { return broken_; }  // on this communicator's thread only
 
   int rank_ = 0, size_ = 1;
   std::string name_ = "world";
@@ -159,14 +173,15 @@ class Communicator {
   void check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const;
   CommWork submit(Op op, size_t bytes);
   void run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record);
-  // Runs one step of op (body) on the comm thread. On failure sets status to a message naming
-  // op, group, seq and peer, marks the communicator unusable and returns false.
+  // Runs one step of op (body) on this communicator's thread. On failure sets status to a message
+  // naming op, group, seq and peer, marks the communicator unusable and returns false.
   bool run_step(Op& op, const std::function<void()>& body, std::string& status);
   std::mutex submit_mu_;  // seq assignment and enqueue are one step, so queue order = seq order
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> send_seq_, recv_seq_;  // per peer
-  bool broken_ = false;    // comm thread only
+  bool broken_ = false;    // this communicator's thread only
   std::string broken_what_;
+  std::unique_ptr<detail::CommThread> thread_;  // this communicator's queue and thread (started lazily)
 };
 
 }  // namespace ms

@@ -7,7 +7,9 @@
 //    evicts the collectives needed to analyse a hang; once a ring is full, recording allocates
 //    nothing beyond the record's own strings (names are string literals, kept by pointer).
 //  - Records are addressed by the id open() returns; an update of an id already overwritten is
-//    dropped. Thread-safe: the communication thread and the compute thread write concurrently.
+//    dropped. Thread-safe (each ring has its own mutex, held for every access): the communication
+//    threads (one per communicator), the threads starting ops and the compute threads write
+//    concurrently.
 //  - Times are steady-clock ns (base/clock.h) on every track, so rows line up.
 #pragma once
 #include <cstddef>

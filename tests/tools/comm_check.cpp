@@ -8,14 +8,25 @@
 //   --mode fault      all_reduce in a loop; rank --victim SIGKILLs or SIGSTOPs itself (--fault) at
 //                     iteration --at; the others must end in a CommError
 //   --mode latency    not a check: rank 0 prints the mean time of all_reduce and barrier
+//   --mode cross      two groups with the same members (two sub-groups, then the world and a
+//                     sub-group); even ranks start a collective on the first and then on the second,
+//                     odd ranks the other way round, then both wait (a cycle with one comm thread
+//                     per process; none with one per communicator)
+//   --mode concurrent several groups (the world and --groups - 1 sub-groups), each driven by its own
+//                     caller thread at once: streams of collectives and send/recv, three in flight
+//                     per group; then the sub-groups are leaked with an op still queued, so the
+//                     exit handler must drain and join their threads (before MPI_Finalize on mpi)
 #include <signal.h>  // raise
 #include <unistd.h>  // getpid
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <numeric>  // std::iota
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -32,8 +43,8 @@ namespace {
 
 using namespace ms;
 
-int g_failures = 0;
-long g_checks = 0;  // elements compared
+std::atomic<int> g_failures{0};  // checks run on several threads in --mode concurrent
+std::atomic<long> g_checks{0};    // elements compared
 
 #define EXPECT(cond, ...)                                                              \
   do {                                                                                 \
@@ -276,6 +287,163 @@ void check_grid(std::unique_ptr<Communicator> world, const std::string& spec) {
   grid.world().barrier();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Streams: groups progress independently (--mode cross, --mode concurrent)
+
+// Element i of world rank w in round k on the group with index g: small integers, so sums of up to
+// 4 ranks are exact in fp32 and bf16; g and k in the value catch results landing in another
+// group's or another round's buffer.
+float v_stream(int w, int g, int k, size_t i) { return static_cast<float>((w * 5 + g * 11 + k * 3 + int(i % 7)) % 61); }
+
+enum StreamKind { kStreamAllReduce = 0, kStreamAllGather, kStreamReduceScatter, kStreamBroadcast };
+
+struct StreamOp {
+  int kind = 0, g = 0, k = 0;
+  DType t = DType::kF32;
+  size_t n = 0;  // all_reduce / broadcast: elements; all_gather / reduce_scatter: shard elements
+  Buf in{DType::kF32, 0}, out{DType::kF32, 0};
+  CommWork work;
+};
+
+// Starts round k of group index g on c: op `kind`, fp32 or bf16, one of three sizes.
+StreamOp start_stream_op(Communicator& c, int g, int k, int kind) {
+  StreamOp o;
+  o.kind = kind, o.g = g, o.k = k;
+  o.t = (k / 4) % 2 ? DType::kBF16 : DType::kF32;
+  const size_t sizes[3] = {1, 1031, 40009};
+  o.n = sizes[k % 3];
+  const int me = c.world_ranks()[c.rank()], n = c.size();
+  switch (kind) {
+    case kStreamAllReduce:
+      o.in = Buf(o.t, o.n);
+      for (size_t i = 0; i < o.n; i++) o.in.set(i, v_stream(me, g, k, i));
+      o.work = c.start_all_reduce(o.in.data(), o.n, o.t, ReduceOp::kSum);
+      break;
+    case kStreamAllGather:
+      o.in = Buf(o.t, o.n), o.out = Buf(o.t, o.n * n);
+      for (size_t i = 0; i < o.n; i++) o.in.set(i, v_stream(me, g, k, i));
+      o.work = c.start_all_gather(o.in.data(), o.out.data(), o.n, o.t);
+      break;
+    case kStreamReduceScatter:
+      o.in = Buf(o.t, o.n * n), o.out = Buf(o.t, o.n);
+      for (size_t i = 0; i < o.n * n; i++) o.in.set(i, v_stream(me, g, k, i));
+      o.work = c.start_reduce_scatter(o.in.data(), o.out.data(), o.n, o.t, ReduceOp::kSum);
+      break;
+    default: {
+      const int root = k % n;
+      o.in = Buf(o.t, o.n);
+      if (c.rank() == root)
+        for (size_t i = 0; i < o.n; i++) o.in.set(i, v_stream(me, g, k, i));
+      o.work = c.start_broadcast(o.in.data(), o.n, o.t, root);
+    }
+  }
+  return o;
+}
+
+// Checks a finished stream op against its closed form.
+void check_stream_op(const Communicator& c, const StreamOp& o) {
+  const std::vector<int>& members = c.world_ranks();
+  auto sum = [&](size_t i) {
+    float e = 0;
+    for (int w : members) e += v_stream(w, o.g, o.k, i);
+    return e;
+  };
+  const size_t n = o.n;
+  switch (o.kind) {
+    case kStreamAllReduce:
+      check("stream all_reduce", c, o.t, n, o.in, 0, sum);
+      break;
+    case kStreamAllGather:
+      check("stream all_gather", c, o.t, n * c.size(), o.out, 0,
+            [&](size_t i) { return v_stream(members[i / n], o.g, o.k, i % n); });
+      break;
+    case kStreamReduceScatter:
+      check("stream reduce_scatter", c, o.t, n, o.out, 0, [&](size_t i) { return sum(c.rank() * n + i); });
+      break;
+    default:
+      check("stream broadcast", c, o.t, n, o.in, 0,
+            [&](size_t i) { return v_stream(members[o.k % c.size()], o.g, o.k, i); });
+  }
+}
+
+std::vector<int> every_rank(const Communicator& c) {
+  std::vector<int> all(c.size());
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+// Two groups x, y with the same members: even world ranks start on x then y, odd ranks on y then x,
+// then wait for both. With one FIFO comm thread per process, rank 0 would run x's collective
+// waiting for rank 1, which runs y's waiting for rank 0, until the deadline.
+void check_cross_order(Communicator& world, int rounds) {
+  auto a = world.new_group(every_rank(world), "cross-a");
+  auto b = world.new_group(every_rank(world), "cross-b");
+  struct Pair {
+    Communicator* x;
+    int gx;
+    Communicator* y;
+    int gy;
+  };
+  const bool odd = world.rank() % 2;
+  for (const Pair& p : {Pair{a.get(), 1, b.get(), 2}, Pair{&world, 0, a.get(), 1}}) {
+    for (int k = 0; k < rounds; k++) {
+      const int kind = k % 2 ? kStreamAllReduce : kStreamAllGather;
+      StreamOp first = odd ? start_stream_op(*p.y, p.gy, k, kind) : start_stream_op(*p.x, p.gx, k, kind);
+      StreamOp second = odd ? start_stream_op(*p.x, p.gx, k, kind) : start_stream_op(*p.y, p.gy, k, kind);
+      first.work.wait();
+      second.work.wait();
+      check_stream_op(odd ? *p.y : *p.x, first);
+      check_stream_op(odd ? *p.x : *p.y, second);
+    }
+  }
+  fmt::print("cross: {} rounds on (cross-a, cross-b) and (world, cross-a)\n", rounds);
+}
+
+// `groups` groups over every rank (the world and groups - 1 sub-groups), each driven by its own
+// caller thread at once: `rounds` collectives, three in flight at a time (waited in reverse order),
+// kinds depending on the group so different groups run different ops at the same time; a ring of
+// send/recv every ninth round. Returns 3 when a thread got a CommError. Afterwards the sub-groups
+// are leaked with an all_reduce still queued on each: the exit handler must finish and join them.
+int check_concurrent(Communicator& world, int groups, int rounds) {
+  std::vector<Communicator*> gs = {&world};
+  std::vector<std::unique_ptr<Communicator>> owned;
+  for (int g = 1; g < groups; g++) {
+    owned.push_back(world.new_group(every_rank(world), "conc-" + std::to_string(g)));
+    gs.push_back(owned.back().get());
+  }
+  std::vector<std::string> errors(groups);
+  std::vector<std::thread> threads;
+  for (int g = 0; g < groups; g++) {
+    threads.emplace_back([&, g] {
+      Communicator& c = *gs[g];
+      try {
+        for (int k = 0; k < rounds; k += 3) {
+          std::vector<StreamOp> ops;
+          for (int j = k; j < std::min(k + 3, rounds); j++) ops.push_back(start_stream_op(c, g, j, (j + g) % 4));
+          for (size_t j = ops.size(); j-- > 0;) ops[j].work.wait();
+          for (const StreamOp& o : ops) check_stream_op(c, o);
+          if (k % 9 == 0) check_send_recv(c);
+        }
+      } catch (const std::exception& e) {
+        errors[g] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int code = 0;
+  for (int g = 0; g < groups; g++)
+    if (!errors[g].empty()) fmt::print("COMM_ERROR: group {}: {}\n", gs[g]->name(), errors[g]), code = 3;
+  if (code) return code;
+  fmt::print("concurrent: {} groups x {} rounds\n", groups, rounds);
+  // Leaked on purpose, each with an op in flight: the exit handler drains and joins their threads.
+  // (The buffer is leaked too: a static would be destroyed before the exit handler runs.)
+  auto* tail = new std::vector<float>(4099 * groups, 1.0f);
+  for (size_t g = 0; g < owned.size(); g++)
+    owned[g]->start_all_reduce(tail->data() + g * 4099, 4099, DType::kF32, ReduceOp::kSum);
+  for (auto& c : owned) c.release();
+  return 0;
+}
+
 int run_fault(Communicator& c, int victim, const std::string& fault, int at, const std::string& trace_out) {
   using Clock = std::chrono::steady_clock;
   const int me = c.world_ranks()[c.rank()];
@@ -304,7 +472,7 @@ int run_fault(Communicator& c, int victim, const std::string& fault, int at, con
       return 3;
     }
     check("all_reduce", c, DType::kF32, 1000, b, 0, [&](size_t i) { return expected(ReduceOp::kSum, c.world_ranks(), i); });
-    if (g_failures) return 1;
+    if (g_failures.load()) return 1;
     last_ok = Clock::now();
   }
 }
@@ -314,9 +482,9 @@ int run_fault(Communicator& c, int victim, const std::string& fault, int at, con
 int main(int argc, char** argv) {
   CLI::App app{"comm_check: one rank of a communication test"};
   std::string mode = "ops", grid, fault = "kill", trace_out, pid_dir;
-  int timeout_ms = 20000, victim = -1, at = 20;
+  int timeout_ms = 20000, victim = -1, at = 20, rounds = 30, groups = 4;
   size_t trace_capacity = 4096;
-  app.add_option("--mode", mode)->check(CLI::IsMember({"ops", "allreduce", "fault", "latency"}));
+  app.add_option("--mode", mode)->check(CLI::IsMember({"ops", "allreduce", "fault", "latency", "cross", "concurrent"}));
   app.add_option("--grid", grid, "order:tp,dp,pp for the RankGrid checks (ops mode)");
   app.add_option("--timeout-ms", timeout_ms);
   app.add_option("--victim", victim);
@@ -325,6 +493,8 @@ int main(int argc, char** argv) {
   app.add_option("--trace-out", trace_out, "write the comm trace here (fault mode, on error)");
   app.add_option("--trace-capacity", trace_capacity);
   app.add_option("--pid-dir", pid_dir, "write <dir>/pid.<rank>");
+  app.add_option("--rounds", rounds, "rounds per group (cross, concurrent)");
+  app.add_option("--groups", groups, "groups driven at once, the world included (concurrent)");
   CLI11_PARSE(app, argc, argv);
   try {
     CommEnv env = CommEnv::from_environment();
@@ -352,6 +522,10 @@ int main(int argc, char** argv) {
       if (me == 0) fmt::print("barrier: {:.1f} us\n", us / 200);
     } else if (mode == "fault") {
       return run_fault(*world, victim, fault, at, trace_out);
+    } else if (mode == "cross") {
+      check_cross_order(*world, rounds);
+    } else if (mode == "concurrent") {
+      if (const int code = check_concurrent(*world, groups, rounds)) return code;
     } else {
       check_ops(*world, true);
       check_trace("world", 20);
@@ -365,7 +539,7 @@ int main(int argc, char** argv) {
     fmt::print("ERROR: {}\n", e.what());
     return 2;
   }
-  if (g_failures) fmt::print("{} checks failed\n", g_failures);
-  else fmt::print("PASS: {} elements checked\n", g_checks);
-  return g_failures ? 1 : 0;
+  if (g_failures.load()) fmt::print("{} checks failed\n", g_failures.load());
+  else fmt::print("PASS: {} elements checked\n", g_checks.load());
+  return g_failures.load() ? 1 : 0;
 }

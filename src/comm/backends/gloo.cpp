@@ -10,6 +10,7 @@
 #include <cstring>  // memcpy
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -103,11 +104,48 @@ void probe_redis(const std::string& host, int port, const std::string& password,
   MS_COMM_FAIL("rendezvous store {} is unreachable: no TCP connection within {} ms ({})", what, limit.count(), last);
 }
 
+// A store several comm threads may use at once: groups are connected on their parent's thread, so
+// two parents' threads may rendezvous at the same time, and neither FileStore (its key list) nor
+// RedisStore (one hiredis connection) is thread-safe. Every call into Base holds a mutex; wait()
+// polls Base::check() with the mutex released in between, so one group's rendezvous never holds up
+// another's (holding it through a wait could make two ranks wait on each other in a cycle).
+template <class Base>
+class SerializedStore : public Base {
+ public:
+  using Base::Base;
+  void set(const std::string& key, const std::vector<char>& data) override {
+    std::lock_guard lk(m_);
+    Base::set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, gloo::rendezvous::Store::kDefaultTimeout);  // Base::get may wait on its own: not under m_
+    std::lock_guard lk(m_);
+    return Base::get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, gloo::rendezvous::Store::kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      {
+        std::lock_guard lk(m_);
+        if (Base::check(keys)) return;
+      }
+      if (timeout != gloo::kNoTimeout && Clock::now() >= deadline)
+        throw gloo::IoException(fmt::format("Wait timeout for key(s): {} after {} ms", fmt::join(keys, ", "),
+                                            timeout.count()));
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+ protected:
+  std::recursive_mutex m_;  // recursive: Base's calls may come back through the overrides
+};
+
 // RedisStore with AUTH on its connection and a socket timeout on every command.
-class AuthRedisStore : public gloo::rendezvous::RedisStore {
+class AuthRedisStore : public SerializedStore<gloo::rendezvous::RedisStore> {
  public:
   AuthRedisStore(const std::string& host, int port, const std::string& password, milliseconds timeout)
-      : RedisStore(host, port) {
+      : SerializedStore(host, port) {
     timeval tv{};
     tv.tv_sec = timeout.count() / 1000;
     tv.tv_usec = (timeout.count() % 1000) * 1000;
@@ -122,6 +160,10 @@ class AuthRedisStore : public gloo::rendezvous::RedisStore {
 };
 
 // What every group of one world shares: the store (keys under the run id) and the TCP device.
+// Written once by create_world before any group's thread runs; afterwards the groups' threads use
+// it at the same time: the store is a SerializedStore (PrefixStore only forwards), and
+// tcp::Device is made for several contexts driven from several threads (its own event loop thread
+// and locks).
 struct GlooShared {
   std::string store_name;  // for messages
   std::unique_ptr<gloo::rendezvous::Store> base;
@@ -177,11 +219,12 @@ class GlooCommunicator final : public Communicator {
   }
 
   ~GlooCommunicator() override {
-    drain();
-    run_on_comm_thread([this] { ctx_.reset(); });
+    drain();  // afterwards no op of this group runs: ctx_ is the caller's
+    ctx_.reset();
   }
 
-  // Connects this group's members to each other (comm thread). A group of one needs nothing.
+  // Connects this group's members to each other: on the parent's thread (new_group), or on the
+  // caller's for the world, before this group has a thread. A group of one needs nothing.
   void connect() {
     if (size_ == 1) return;
     gloo::rendezvous::PrefixStore store(key_, *shared_->run);
@@ -433,8 +476,8 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<GlooShared> shared_;
   std::string key_;                               // store prefix of this group's rendezvous
   std::shared_ptr<gloo::rendezvous::Context> ctx_;  // null for a group of one
-  std::map<std::string, int> children_;           // groups created per (name, members), comm thread only
-  std::vector<char> scratch_;                     // reduce-scatter receive space, comm thread only
+  std::map<std::string, int> children_;           // groups created per (name, members), this group's thread only
+  std::vector<char> scratch_;                     // reduce-scatter receive space, this group's thread only
 };
 
 void GlooCommunicator::connect_world(const CommEnv& env) {
@@ -480,7 +523,7 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
   if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   const StoreAddress addr = parse_store(env.store);
   std::unique_ptr<GlooCommunicator> comm;
-  run_on_comm_thread([&] {
+  {  // on the caller's thread: no group (and so no comm thread) uses `shared` yet
     if (addr.redis) {
       probe_redis(addr.host, addr.port, env.store_password, std::min(env.timeout, milliseconds(5000)), env.store);
       try {
@@ -493,7 +536,7 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
       std::filesystem::create_directories(addr.path, ec);
       MS_CHECK(!ec && std::filesystem::is_directory(addr.path), "rendezvous store {}: cannot create folder '{}': {}",
                env.store, addr.path, ec.message());
-      shared->base = std::make_unique<gloo::rendezvous::FileStore>(addr.path);
+      shared->base = std::make_unique<SerializedStore<gloo::rendezvous::FileStore>>(addr.path);
     }
     shared->run = std::make_unique<gloo::rendezvous::PrefixStore>(env.run_id, *shared->base);
     gloo::transport::tcp::attr attr;
@@ -505,7 +548,7 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
     }
     comm = std::make_unique<GlooCommunicator>(shared, "world", "world", env.rank, world, env.timeout);
     comm->connect_world(env);
-  });
+  }
   return comm;
 }
 

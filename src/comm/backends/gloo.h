@@ -13,6 +13,9 @@
 // the peer being waited on. After a CommError the group's connections are closed and every later
 // op on it fails at once: rebuild the world to continue. SIGPIPE is ignored from make_gloo_world
 // on (unless the program installed a handler), so a dead peer is an error, not a signal.
+// Each group has its own Gloo context, driven by its own thread (comm_thread.h) concurrently with
+// the other groups'; what groups share is safe for that: the TCP device (thread-safe by design)
+// and the store, whose calls are serialised (a group connects on its parent's thread).
 #pragma once
 #include <memory>
 

@@ -10,10 +10,12 @@
 #include <climits>  // INT_MAX
 #include <cstdlib>  // atexit
 #include <cstring>  // memcpy
+#include <mutex>
 #include <thread>
 
 #include "base/bf16.h"
-#include "base/clock.h"  // SteadyClock
+#include "base/clock.h"         // SteadyClock
+#include "comm/comm_thread.h"  // stop_all_comm_threads
 
 namespace ms {
 namespace {
@@ -21,12 +23,26 @@ namespace {
 using Clock = SteadyClock;
 using std::chrono::milliseconds;
 
-// State of MPI in this process. g_failed: some op failed (a peer may be stalled), so MPI_Finalize,
-// which waits for every rank, is skipped at exit. The rest is touched on the comm thread only.
+// State of MPI in this process, read by the threads of every MPI communicator at once.
+// g_failed: some op failed (a peer may be stalled), so MPI_Finalize, which waits for every rank, is
+// skipped at exit. g_initialized_here / g_finalized: MPI_Init_thread / MPI_Finalize ran here.
+// g_tag_ub and the bf16 ops are written once, by init_mpi, before any communicator exists (so
+// before any comm thread starts), and freed at exit after every comm thread has been joined.
 std::atomic<bool> g_failed{false};
-bool g_initialized_here = false, g_finalized = false;
-int g_tag_ub = 32767;
+std::atomic<bool> g_initialized_here{false}, g_finalized{false};
+std::atomic<int> g_tag_ub{32767};
 MPI_Op g_bf16_sum = MPI_OP_NULL, g_bf16_max = MPI_OP_NULL;
+std::mutex g_init_mu;  // init_mpi and finalize_at_exit
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown thread level";
+  }
+}
 
 std::string mpi_error_text(int code) {
   char s[MPI_MAX_ERROR_STRING];
@@ -75,11 +91,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   ~MpiCommunicator() override {
-    drain();
-    if (owned_)
-      run_on_comm_thread([this] {
-        if (!g_finalized && !g_failed && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-      });
+    drain();  // afterwards no op of this communicator runs: comm_ is the caller's (THREAD_MULTIPLE)
+    if (owned_ && !g_finalized && !g_failed && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   static std::unique_ptr<Communicator> create_world(const CommEnv& env);
@@ -94,8 +107,9 @@ class MpiCommunicator final : public Communicator {
       MS_MPI(MPI_Comm_group(comm_, &parent));
       MS_MPI(MPI_Group_incl(parent, static_cast<int>(members.size()), members.data(), &sub));
       MPI_Comm nc = MPI_COMM_NULL;
-      // Collective over the members only; one tag is enough because creations are serialised on
-      // the comm thread and happen in the same order on every member.
+      // Collective over the members only; one tag is enough because creations from one parent are
+      // serialised on the parent's thread and happen in the same order on every member (the tag
+      // lives in the parent's context, so creations from other parents do not mix with these).
       const int rc = MPI_Comm_create_group(comm_, sub, 7471, &nc);
       MPI_Group_free(&sub);
       MPI_Group_free(&parent);
@@ -129,7 +143,8 @@ class MpiCommunicator final : public Communicator {
     // Zero bytes: nothing to move, as on gloo (not a synchronisation point).
     if ((op.kind != OpKind::kSend && op.kind != OpKind::kRecv) || op.count == 0) return false;
     try {
-      MS_CHECK(op.tag <= static_cast<uint32_t>(g_tag_ub), "{}: tag {} above MPI_TAG_UB {}", op.name, op.tag, g_tag_ub);
+      const int tag_ub = g_tag_ub;
+      MS_CHECK(op.tag <= static_cast<uint32_t>(tag_ub), "{}: tag {} above MPI_TAG_UB {}", op.name, op.tag, tag_ub);
       const int n = as_int(op.count, op.name);
       op.waiting_on = op.peer;
       auto req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
@@ -216,52 +231,65 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // atexit: joins every comm thread (their queued ops finish first), then finalises MPI on the
+  // exiting thread, unless an op failed.
   static void finalize_at_exit() {
     if (g_failed) return;  // a stalled peer would block MPI_Finalize forever; mpirun ends the job
-    try {
-      run_on_comm_thread([] {
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (!fin) {
-          if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
-          if (g_bf16_max != MPI_OP_NULL) MPI_Op_free(&g_bf16_max);
-          MPI_Finalize();
-        }
-        g_finalized = true;
-      });
-    } catch (...) {
+    detail::stop_all_comm_threads();
+    if (g_failed) return;  // an op that was still queued failed
+    std::lock_guard lk(g_init_mu);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+      if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
+      if (g_bf16_max != MPI_OP_NULL) MPI_Op_free(&g_bf16_max);
+      MPI_Finalize();
     }
+    g_finalized = true;
   }
+
+  static void init_mpi();
 
   MPI_Comm comm_;
   bool owned_;
-  std::vector<char> tmp_;  // in-place reduce-scatter result, comm thread only
+  std::vector<char> tmp_;  // in-place reduce-scatter result: per communicator, its thread only
 };
+
+// On the caller's thread, before any MPI communicator (and so any of their threads) exists.
+void MpiCommunicator::init_mpi() {
+  std::lock_guard lk(g_init_mu);
+  MS_CHECK(!g_finalized, "MPI was already finalised in this process");
+  int init = 0;
+  MS_MPI(MPI_Initialized(&init));
+  if (!init) {
+    // Each communicator drives MPI from its own thread, several at the same time.
+    int provided = MPI_THREAD_SINGLE;
+    MS_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    if (provided < MPI_THREAD_MULTIPLE) {
+      MPI_Finalize();  // every rank gets the same level, so every rank stops here
+      g_finalized = true;
+      throw CommError(fmt::format("{}:{}: the MPI library provides only {} ({}); megascale drives each communicator "
+                                  "from its own thread and needs MPI_THREAD_MULTIPLE (build OpenMPI with thread "
+                                  "support)", __FILE__, __LINE__, thread_level_name(provided), provided));
+    }
+    g_initialized_here = true;
+    std::atexit(&MpiCommunicator::finalize_at_exit);
+    MS_MPI(MPI_Op_create(&bf16_sum_fn, 1, &g_bf16_sum));
+    MS_MPI(MPI_Op_create(&bf16_max_fn, 1, &g_bf16_max));
+    void* ub = nullptr;
+    int flag = 0;
+    MS_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    if (flag && ub) g_tag_ub = *static_cast<int*>(ub);
+  }
+  MS_CHECK(g_initialized_here, "MPI was initialised outside megascale; init_world must initialise it");
+  MS_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::create_world(const CommEnv& env) {
   int rank = -1, size = 0;
-  run_on_comm_thread([&] {
-    MS_CHECK(!g_finalized, "MPI was already finalised in this process");
-    int init = 0;
-    MS_MPI(MPI_Initialized(&init));
-    if (!init) {
-      int provided = 0;
-      MS_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
-      MS_CHECK(provided >= MPI_THREAD_SERIALIZED, "MPI provides thread level {} < MPI_THREAD_SERIALIZED", provided);
-      g_initialized_here = true;
-      std::atexit(&MpiCommunicator::finalize_at_exit);
-      MS_MPI(MPI_Op_create(&bf16_sum_fn, 1, &g_bf16_sum));
-      MS_MPI(MPI_Op_create(&bf16_max_fn, 1, &g_bf16_max));
-      void* ub = nullptr;
-      int flag = 0;
-      MS_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
-      if (flag && ub) g_tag_ub = *static_cast<int*>(ub);
-    }
-    MS_CHECK(g_initialized_here, "MPI was initialised outside megascale; init_world must initialise it");
-    MS_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    MS_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    MS_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  });
+  init_mpi();
+  MS_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MS_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   MS_CHECK(env.world_size == 0 || (env.world_size == size && env.rank == rank),
            "MPI reports rank {} of {}, the environment says rank {} of {}", rank, size, env.rank, env.world_size);
   std::vector<int> world(size);

@@ -1,7 +1,7 @@
 // zero_dp: data parallelism with ZeRO-2 over a model that knows nothing of it (it only offers the
 // grad_ready / param_wait hooks of gpt.h). Per step:
 //  - backward of the last micro-batch: each gradient bucket (dp_buckets.h, backward order) starts
-//    its reduce-scatter on the communication thread as soon as its last gradient is written
+//    its reduce-scatter on the DP group's communication thread as soon as its last gradient is written
 //    (start_grad_reduce_scatter), while backward goes on; finish_grad_reduce_scatter waits for the rest;
 //  - clipping and the optimizer (AdamW, or LAMB with per-tensor norms summed over the whole tensor
 //    across ranks) run on this rank's shard only; optimizer state exists only for the shard;
