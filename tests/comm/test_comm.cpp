@@ -288,7 +288,7 @@ TEST(CommTraceTest, RingBufferKeepsTheLastOpsInOrder) {
     EXPECT_LE(recs[i].enqueue_ns, recs[i].start_ns);
     EXPECT_LE(recs[i].start_ns, recs[i].end_ns);
     if (i) {
-      EXPECT_LE(recs[i - 1].end_ns, recs[i].start_ns);  // one queue, in start order
+      EXPECT_LE(recs[i - 1].end_ns, recs[i].start_ns);  // the group's one queue, in start order
     }
   }
   const std::string path = ms::testing::make_temp_dir("trace") + "/trace.json";
