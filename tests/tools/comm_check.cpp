@@ -13,9 +13,10 @@
 //                     odd ranks the other way round, then both wait (a cycle with one comm thread
 //                     per process; none with one per communicator)
 //   --mode concurrent several groups (the world and --groups - 1 sub-groups), each driven by its own
-//                     caller thread at once: streams of collectives and send/recv, three in flight
-//                     per group; then the sub-groups are leaked with an op still queued, so the
-//                     exit handler must drain and join their threads (before MPI_Finalize on mpi)
+//                     caller thread at once: a child group created from each at the same time,
+//                     streams of collectives and send/recv, three in flight per group; then the
+//                     sub-groups are leaked with an op still queued, so the exit handler must
+//                     drain and join their threads (before MPI_Finalize on mpi)
 #include <signal.h>  // raise
 #include <unistd.h>  // getpid
 
@@ -402,7 +403,8 @@ void check_cross_order(Communicator& world, int rounds) {
 // `groups` groups over every rank (the world and groups - 1 sub-groups), each driven by its own
 // caller thread at once: `rounds` collectives, three in flight at a time (waited in reverse order),
 // kinds depending on the group so different groups run different ops at the same time; a ring of
-// send/recv every ninth round. Returns 3 when a thread got a CommError. Afterwards the sub-groups
+// send/recv every ninth round; each thread first creates a child of its group (all at once) and
+// ends with one op of each kind on it. Returns 3 when a thread got a CommError. Afterwards the sub-groups
 // are leaked with an all_reduce still queued on each: the exit handler must finish and join them.
 int check_concurrent(Communicator& world, int groups, int rounds) {
   std::vector<Communicator*> gs = {&world};
@@ -417,12 +419,20 @@ int check_concurrent(Communicator& world, int groups, int rounds) {
     threads.emplace_back([&, g] {
       Communicator& c = *gs[g];
       try {
+        // Groups created from four parents at once (concurrent rendezvous through one store on
+        // gloo, concurrent MPI_Comm_create_group on mpi), while the other threads communicate.
+        std::unique_ptr<Communicator> child = c.new_group(every_rank(c), c.name() + "/child");
         for (int k = 0; k < rounds; k += 3) {
           std::vector<StreamOp> ops;
           for (int j = k; j < std::min(k + 3, rounds); j++) ops.push_back(start_stream_op(c, g, j, (j + g) % 4));
           for (size_t j = ops.size(); j-- > 0;) ops[j].work.wait();
           for (const StreamOp& o : ops) check_stream_op(c, o);
           if (k % 9 == 0) check_send_recv(c);
+        }
+        for (int kind = 0; kind < 4; kind++) {
+          StreamOp o = start_stream_op(*child, g + groups, rounds + kind, kind);
+          o.work.wait();
+          check_stream_op(*child, o);
         }
       } catch (const std::exception& e) {
         errors[g] = e.what();
