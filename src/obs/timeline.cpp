@@ -1,6 +1,9 @@
 // timeline.cpp: see timeline.h.
 #include "obs/timeline.h"
 
+#include <map>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "base/atomic_file.h"  // write_file_atomic
@@ -25,14 +28,23 @@ void write_chrome_trace(const std::string& path, int rank) {
   auto us = [](int64_t ns) { return static_cast<double>(ns) / 1000.0; };
   ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
   ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-  ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "communication"}}}});
   const TraceSink& sink = TraceSink::get();
+  // One row per communication group (each group has its own stream, so their ops overlap in time).
+  std::map<std::string, int> rows;
+  auto row_of = [&](const std::string& group) {
+    auto [it, added] = rows.emplace(group, static_cast<int>(rows.size()) + 1);
+    if (added)
+      ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", it->second},
+                    {"args", {{"name", "comm " + group}}}});
+    return it->second;
+  };
   for (const TraceRecord& s : sink.snapshot(TraceTrack::kCompute))
     ev.push_back({{"name", str(s.name)}, {"ph", "X"}, {"pid", rank}, {"tid", 0}, {"ts", us(s.start_ns)},
                   {"dur", us(s.end_ns - s.start_ns)}});
   for (const TraceRecord& r : sink.snapshot(TraceTrack::kComm)) {
     if (r.start_ns == 0 || r.end_ns == 0) continue;
-    ev.push_back({{"name", str(r.name) + " " + r.group}, {"ph", "X"}, {"pid", rank}, {"tid", 1}, {"ts", us(r.start_ns)},
+    const int tid = row_of(r.group);
+    ev.push_back({{"name", str(r.name) + " " + r.group}, {"ph", "X"}, {"pid", rank}, {"tid", tid}, {"ts", us(r.start_ns)},
                   {"dur", us(r.end_ns - r.start_ns)},
                   {"args", {{"seq", r.seq}, {"bytes", r.bytes}, {"status", r.status}, {"queued_us", us(r.start_ns - r.enqueue_ns)}}}});
   }

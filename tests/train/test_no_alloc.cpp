@@ -133,10 +133,10 @@ INSTANTIATE_TEST_SUITE_P(Steps, NoAlloc,
 // trainer) must allocate nothing. KNOWN DEFECT, reported, not hidden: the communication layer
 // allocates on every collective (measured: 695 allocations per rank over 3 steps and the
 // all-gathers they start, fp32/AdamW; 724 with bf16/LAMB; ~10 per collective), at
-//   src/comm/communicator.cpp:118 (submit: make_shared<WorkState>), :129 (submit: the posted
-//   std::function), :149 (run_op: the std::function of run_step); src/comm/comm_thread.cpp:57
-//   (the queue's deque); src/comm/backends/gloo.cpp:322 (execute), :333/:342/:343
-//   (reduce_scatter_v), :357/:358 (all_gather_v), :387/:388/:396/:397 (exchange: vectors).
+//   src/comm/communicator.cpp (submit: make_shared<WorkState> and the posted std::function;
+//   run_op: the std::function of run_step); src/comm/comm_thread.cpp (CommThread::post: the
+//   queue's deque); src/comm/backends/gloo.cpp (execute, reduce_scatter_v, all_gather_v, and the
+//   vectors of exchange).
 // They are printed on every run and bounded per communication op started in the window (the tool
 // counts them from the trace sink): at most 12, against ~10 measured (the queue's deque allocates a
 // block every few ops, depending on how many are in flight, so an exact total would be timing-
