@@ -33,6 +33,19 @@ inline std::string mpirun(int n) {
 }
 inline std::string launch(int n) { return megascale_bin() + " launch --nproc " + std::to_string(n) + " --"; }
 
+// The config both layout suites train: a 2-layer, 4-head, C = 64 model over the 512 token ids of
+// the stream (extra_model: more [model] lines), 6 AdamW steps at lr 1e-2 (warm-up 2, cosine to
+// 1e-3) of a global batch of 8 sequences of seq_len tokens, batch_size per micro-batch, one thread
+// per rank, 0.02 MiB ZeRO buckets (several per model).
+inline std::string layout_config(int seq_len, int batch_size, const std::string& extra_model = "") {
+  return "[model]\nn_layer = 2\nn_head = 4\nn_embd = 64\nvocab_size = 512\nmax_seq_len = " + std::to_string(seq_len) +
+         "\n" + extra_model +
+         "[optim]\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\n"
+         "[train]\nsteps = 6\nbatch_size = " + std::to_string(batch_size) + "\nseq_len = " + std::to_string(seq_len) +
+         "\nglobal_batch = 8\neval_every = 0\neval_batches = 2\nsample_tokens = 0\nthreads = 1\nprogress = \"lines\"\n"
+         "[parallel]\nbucket_mb = 0.02\n";
+}
+
 // How two runs differ.
 struct RunDiff {
   size_t steps = 0;

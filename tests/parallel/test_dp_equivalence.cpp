@@ -45,29 +45,7 @@ using ms::testing::mpirun;
 class DpEquivalence : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_runs = std::make_unique<ms::testing::LayoutRuns>("dp_eq", R"([model]
-n_layer = 2
-n_head = 4
-n_embd = 64
-vocab_size = 512
-max_seq_len = 32
-[optim]
-lr = 1e-2
-min_lr = 1e-3
-warmup_steps = 2
-[train]
-steps = 6
-batch_size = 1
-seq_len = 32
-global_batch = 8
-eval_every = 0
-eval_batches = 2
-sample_tokens = 0
-threads = 1
-progress = "lines"
-[parallel]
-bucket_mb = 0.02
-)");
+    g_runs = std::make_unique<ms::testing::LayoutRuns>("dp_eq", ms::testing::layout_config(32, 1));
     g_dir = g_runs->dir();
   }
   static void TearDownTestSuite() { g_runs.reset(); }

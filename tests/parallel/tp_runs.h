@@ -13,31 +13,7 @@
 
 namespace ms::testing {
 
-inline const char* kTpConfig = R"([model]
-n_layer = 2
-n_head = 4
-n_embd = 64
-vocab_size = 512
-max_seq_len = 64
-window = 16
-full_every = 2
-[optim]
-lr = 1e-2
-min_lr = 1e-3
-warmup_steps = 2
-[train]
-steps = 6
-batch_size = 2
-seq_len = 64
-global_batch = 8
-eval_every = 0
-eval_batches = 2
-sample_tokens = 0
-threads = 1
-progress = "lines"
-[parallel]
-bucket_mb = 0.02
-)";
+inline const std::string kTpConfig = layout_config(64, 2, "window = 16\nfull_every = 2\n");
 
 // Tolerances of a fp32 TP run against the single process (the issue's bounds): per-step losses
 // 1e-5 relative, final weights 3e-5 relative L2. The runs differ only in the association of fp32
