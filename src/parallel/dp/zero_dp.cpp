@@ -34,10 +34,23 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
   shard_params_.resize(local);
   shard_grads_.resize(local);
-  size_t stage = 0;
-  for (size_t b = 0; b < nb; b++)
-    if (staged(b)) stage = std::max(stage, layout_.buckets()[b].padded(comm_.size()));
-  staging_.resize(std::max<size_t>(stage, 1));
+  // Invariants the overlap relies on, asserted: buckets run from the end of the buffer to offset 0
+  // (backward completion order: the bucket holding offset 0 — the tied token embedding, whose
+  // gradient the embedding's backward completes last — is reduced last), and only that bucket is
+  // padded, so one staging buffer per use suffices. The reduce-scatter input and the all-gather
+  // output of the padded bucket have buffers of their own.
+  size_t stage = 0, staged_buckets = 0;
+  for (size_t b = 0; b < nb; b++) {
+    const DpBucket& k = layout_.buckets()[b];
+    MS_CHECK(k.end == (b == 0 ? layout_.numel() : layout_.buckets()[b - 1].start) && k.start < k.end,
+             "ZeRO-2: bucket {} [{}, {}) does not continue the backward order", b, k.start, k.end);
+    if (staged(b)) stage = std::max(stage, k.padded(comm_.size())), staged_buckets++;
+  }
+  MS_CHECK(nb == 0 || layout_.buckets().back().start == 0, "ZeRO-2: the buckets do not reach offset 0");
+  MS_CHECK(staged_buckets <= 1 && (staged_buckets == 0 || staged(nb - 1)),
+           "ZeRO-2: {} padded buckets; only the one at offset 0 may be padded", staged_buckets);
+  rs_staging_.resize(std::max<size_t>(stage, 1));
+  ag_staging_.resize(std::max<size_t>(stage, 1));
   rs_.resize(nb);
   ag_.resize(nb);
   ag_pending_.assign(nb, 0);
@@ -75,7 +88,13 @@ bool ZeroDataParallel::staged(size_t b) const {
   return k.padded(comm_.size()) != k.end - k.start;
 }
 
-void ZeroDataParallel::on_grad_ready(size_t lo, size_t /*hi*/) {
+void ZeroDataParallel::on_grad_ready(size_t lo, size_t hi) {
+  // The model reports ranges in decreasing offset order, once per backward (model/gpt.h); a bucket
+  // is started when the range reaching its start arrives, which relies on that order.
+  if (hi == layout_.numel()) last_ready_lo_ = hi;  // a new backward
+  MS_CHECK(hi <= last_ready_lo_ && lo < hi, "ZeRO-2: gradient range [{}, {}) arrived out of backward order (after {})",
+           lo, hi, last_ready_lo_);
+  last_ready_lo_ = lo;
   if (!armed_ || !overlap_) return;
   const auto& bk = layout_.buckets();
   while (next_rs_ < bk.size() && bk[next_rs_].start >= lo) start_grad_reduce_scatter(next_rs_++);
@@ -87,9 +106,9 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
   const float* in = G + k.start;
   if (staged(b)) {
     const size_t n = k.end - k.start, padded = k.padded(comm_.size());
-    std::memcpy(staging_.data(), in, n * sizeof(float));
-    std::fill(staging_.data() + n, staging_.data() + padded, 0.0f);
-    in = staging_.data();
+    std::memcpy(rs_staging_.data(), in, n * sizeof(float));
+    std::fill(rs_staging_.data() + n, rs_staging_.data() + padded, 0.0f);
+    in = rs_staging_.data();
   }
   rs_[b] = comm_.start_reduce_scatter(in, shard_grads_.data() + k.local, k.shard, DType::kF32, ReduceOp::kSum);
 }
@@ -160,7 +179,7 @@ void ZeroDataParallel::start_param_all_gather() {
   const auto& bk = layout_.buckets();
   for (size_t i = bk.size(); i-- > 0;) {  // forward order: embeddings first
     const DpBucket& k = bk[i];
-    float* out = staged(i) ? staging_.data() : P + k.start;
+    float* out = staged(i) ? ag_staging_.data() : P + k.start;
     ag_[i] = comm_.start_all_gather(shard_params_.data() + k.local, out, k.shard, DType::kF32);
     ag_pending_[i] = 1;
   }
@@ -180,7 +199,7 @@ void ZeroDataParallel::finish_param_all_gather(size_t b) {
   if (staged(b)) {
     const DpBucket& k = layout_.buckets()[b];
     float* P = model_.params();
-    std::memcpy(P + k.start, staging_.data(), (k.end - k.start) * sizeof(float));
+    std::memcpy(P + k.start, ag_staging_.data(), (k.end - k.start) * sizeof(float));
   }
 }
 
@@ -195,7 +214,8 @@ void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
 }
 
 size_t ZeroDataParallel::state_bytes() const {
-  return (shard_params_.size() + shard_grads_.size() + staging_.size()) * sizeof(float) + optimizer_.state_bytes();
+  return (shard_params_.size() + shard_grads_.size() + rs_staging_.size() + ag_staging_.size()) * sizeof(float) +
+         optimizer_.state_bytes();
 }
 
 }  // namespace ms

@@ -75,7 +75,9 @@ class ZeroDataParallel {
   bool overlap_;
   DpBucketLayout layout_;
   Optimizer optimizer_;  // over this rank's pieces (local offsets), optimizer state for the shard only
-  AlignedBuffer<float> shard_params_, shard_grads_, staging_;
+  AlignedBuffer<float> shard_params_, shard_grads_;
+  AlignedBuffer<float> rs_staging_, ag_staging_;  // the padded bucket's reduce-scatter input / all-gather output
+  size_t last_ready_lo_ = 0;                       // grad_ready order check
   std::vector<CommWork> rs_, ag_;
   std::vector<char> ag_pending_;
   size_t next_rs_ = 0;
