@@ -25,6 +25,7 @@
 #include "obs/timeline.h"         // write_chrome_trace, write_comm_trace
 #include "obs/trace_sink.h"       // TraceSink
 #include "parallel/dp/zero_dp.h"  // ZeroDataParallel
+#include "parallel/tp/tensor_parallel.h"  // TensorParallel
 #include "train/evaluation.h"     // eval_loss
 #include "train/run_log.h"        // RunLog
 #include "train/sampling.h"       // sample_text
@@ -141,25 +142,24 @@ float run_training(const Config& cfg_in) {
       log.eval(step, last);
     }
   }
-  // The whole model for the export: rank 0's own parameters when the model is whole, else gathered
-  // over rank 0's TP group (only that group takes part, so no other rank ever holds it).
   trainer.sync_params();
-  const bool first_tp_group = !grid || (grid->coord().dp == 0 && grid->coord().pp == 0);
-  std::vector<float> whole;
-  if (trainer.tensor_parallel() && first_tp_group) whole = trainer.full_params();
   if (cfg.parallel.trace) {
     fs::create_directories(out_dir);
     const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
     write_chrome_trace(path, rank);
     log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
   }
-  if (rank == 0) {
-    const std::string model_dir = out_dir + "/model";
-    if (trainer.tensor_parallel()) export_hf(cfg.model, whole.data(), model_dir);
-    else export_hf(model, model_dir);
-    log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
+  // The export: rank 0's own parameters when the model is whole, else the whole model gathered over
+  // rank 0's TP group (only that group takes part, so no other rank ever holds it).
+  const bool first_tp_group = !grid || (grid->coord().dp == 0 && grid->coord().pp == 0);
+  const std::string model_dir = out_dir + "/model";
+  if (trainer.tensor_parallel() && first_tp_group) {
+    const std::vector<float> whole = trainer.tensor_parallel()->gather_full_params();
+    if (rank == 0) export_hf(cfg.model, whole.data(), model_dir);
+  } else if (rank == 0) {
+    export_hf(model, model_dir);
   }
-  whole = {};
+  if (rank == 0) log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   // The sample: rank 0, with the other parts of its TP group when the model is split.
   if (cfg.train.sample_tokens > 0 && (rank == 0 || (trainer.tensor_parallel() && first_tp_group))) {
     Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));

@@ -80,7 +80,7 @@ class GPT {
   // The ranks' meeting points (tensor_regions.h); nullptr restores the one-rank identity. Not owned.
   void set_tensor_regions(TensorRegions* r) { regions_ = r ? r : &identity_regions_; }
   const ModelShard& shard() const { return shard_; }
-  // Rows of the residual stream this part holds for a B x T batch (n above).
+  // Rows of the residual stream this part holds for a B x T batch (n above; depends only on B*T).
   int local_rows(int B, int T) const;
   int vocab_offset() const { return v0_; }   // v0: first logit column held here
   int local_vocab() const { return Vl_; }    // Vl: logit columns held here

@@ -16,15 +16,13 @@
 namespace ms {
 
 void GPT::lm_head_backward(int N) {
-  const int n = rows_exchanged_ ? N / shard_.parts : N, C = C_;
+  const int n = local_rows(1, N), C = C_;
   const float* P = params_.data();
   float* G = grads_.data();
-  const bool bf16 = precision_ == DType::kBF16;  // dlogits were written as bf16 by the cross-entropy
-  // dlnf (partial over the vocabulary parts) = dlogits @ wte_local; dwte_local += dlogits^T @ lnf.
+  // bf16: dlogits were written as bf16 by the cross-entropy. dlnf (partial over the vocabulary parts) = dlogits @ wte_local; dwte_local += dlogits^T @ lnf.
   regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
     linear_data_grad_rows(dln_, logits_, dlogits_bf16_, false, P + wte_, lo, hi, C, Vl_, false);
   }, [&] { linear_weight_grad(G + wte_, nullptr, logits_, dlogits_bf16_, lnf_, lnf_bf16_, N, C, Vl_); });
-  (void)bf16;
 }
 
 void GPT::block_backward(int l, const float* x, int B, int T) {

@@ -18,7 +18,7 @@ namespace ms {
 // vocabulary-parallel: each part looks up the ids it holds (zero rows for the others) for all N
 // rows, and reduce_rows sums the parts.
 void GPT::embedding_forward(const int* inputs, int B, int T) {
-  const int N = B * T, n = local_rows(B, T), C = C_;
+  const int n = local_rows(B, T), C = C_;
   const float* wte = params_.data() + wte_;
   const float* wpe = params_.data() + wpe_;
   float* part = partial_for(encoded_);
@@ -40,7 +40,6 @@ void GPT::embedding_forward(const int* inputs, int B, int T) {
 #pragma omp simd
     for (int c = 0; c < C; c++) o[c] += pe[c];
   }
-  (void)N;
 }
 
 void GPT::block_forward(int l, const float* x, int B, int T) {
@@ -107,7 +106,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
 }
 
 void GPT::lm_head_forward(const float* x, int N) {
-  const int n = rows_exchanged_ ? N / shard_.parts : N, C = C_;
+  const int n = local_rows(1, N), C = C_;
   const float* P = params_.data();
   float* own = rows_exchanged_ ? ln_local_ : lnf_;
   layernorm_forward(own, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, n, C);

@@ -5,8 +5,7 @@
 #include <cstring>    // std::memcpy
 
 #include "base/check.h"      // MS_CHECK
-#include "base/clock.h"      // steady_ns
-#include "obs/trace_sink.h"  // TraceScope
+#include "parallel/timed_wait.h"  // wait_timed
 
 namespace ms {
 
@@ -19,12 +18,8 @@ double RankOrderSum::sum(const double* mine, double* total, size_t n) {
   const size_t words = 2 * n;
   float* slot = buf_.data() + static_cast<size_t>(comm_.rank()) * words;
   std::memcpy(slot, mine, n * sizeof(double));
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span("wait exchange");
-    comm_.all_gather(slot, buf_.data(), words, DType::kF32);
-  }
-  const double waited = (steady_ns() - t0) * 1e-9;
+  CommWork w = comm_.start_all_gather(slot, buf_.data(), words, DType::kF32);
+  const double waited = wait_timed(w, "wait exchange");
   for (size_t i = 0; i < n; i++) total[i] = 0;
   for (int r = 0; r < comm_.size(); r++) {
     const float* s = buf_.data() + static_cast<size_t>(r) * words;

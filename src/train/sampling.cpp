@@ -23,15 +23,15 @@ std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens
   const int topk = 40;
   std::vector<float> row(split ? Vp : 0);
   std::vector<int> window;
+  // A sequence-parallel part needs a length its group divides: windows are padded at the end
+  // (causal attention: the padding does not change the logits of the rows before it).
+  const int parts = model.shard().seq_sharded ? model.shard().parts : 1;
   Rng rng(seed, /*stream=*/0x5a4d);
   std::vector<int> ctx = {tok.eot()}, out;
   std::vector<std::pair<float, int>> cand(V);
   for (int i = 0; i < ntokens; i++) {
     int start = std::max(0, static_cast<int>(ctx.size()) - T);
     int len = static_cast<int>(ctx.size()) - start;
-    // A sequence-parallel part needs a length its group divides: pad the window at the end (causal
-    // attention: the padding does not change the logits of the rows before it).
-    const int parts = model.shard().seq_sharded ? model.shard().parts : 1;
     const int run = (len + parts - 1) / parts * parts;
     window.assign(ctx.begin() + start, ctx.end());
     window.resize(run, tok.eot());

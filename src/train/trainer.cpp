@@ -59,13 +59,6 @@ void Trainer::sync_params() {
   if (zero_) zero_->finish_param_all_gather();
 }
 
-std::vector<float> Trainer::full_params() {
-  sync_params();
-  if (tp_) return tp_->gather_full_params();
-  const float* p = static_cast<const GPT&>(model_).params();
-  return std::vector<float>(p, p + model_.num_params());
-}
-
 double Trainer::grad_sq_sum_whole() {
   if (!tp_) return zero_ ? zero_->grad_sq_sum() : grad_sq_sum(model_.grads(), model_.num_params());
   // Tensor parallel: this rank's tensors counted once over the group (sharded: every rank's

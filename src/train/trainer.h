@@ -49,10 +49,6 @@ class Trainer {
   int steps_taken() const;
   ZeroDataParallel* data_parallel() { return zero_.get(); }
   TensorParallel* tensor_parallel() { return tp_.get(); }
-  // The whole model's parameters (build_param_layout(cfg.model) order): model().params() when
-  // the model is whole, else gathered over the TP group (every member must call it). Calls
-  // sync_params() first.
-  std::vector<float> full_params();
   // Parameters complete on this rank (waits for in-flight all-gathers). Before export or reading
   // model().params() directly.
   void sync_params();

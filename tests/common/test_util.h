@@ -24,6 +24,7 @@
 
 #include "base/check.h"  // ms::Error
 #include "base/rng.h"    // ms::splitmix64
+#include "config/model_config.h"  // ms::ModelConfig
 
 namespace ms::testing {
 
@@ -96,6 +97,24 @@ inline CmdResult prepare_brown(const std::string& tag, std::string& dir) {
 
 // The Python that owns Debian's python3-torch.
 inline const char* torch_python() { return "/usr/bin/python3"; }
+
+// A tiny GPT for model tests: vocabulary 100 (padded to 128), 2 layers, 4 heads, C = n_embd; with
+// `variant`, the MegaScale block and sliding-window attention (window, full attention every 2nd layer).
+inline ModelConfig tiny_model_config(int n_embd, int max_seq_len, bool variant, int window) {
+  ModelConfig m;
+  m.vocab_size = 100;
+  m.n_layer = 2;
+  m.n_head = 4;
+  m.n_embd = n_embd;
+  m.max_seq_len = max_seq_len;
+  if (variant) {
+    m.block = BlockKind::kParallel;
+    m.attention = AttentionKind::kSliding;
+    m.window = window;
+    m.full_every = 2;
+  }
+  return m;
+}
 
 // ||a - b||_2 / max(||b||_2, floor)
 inline double rel_l2(const std::vector<double>& a, const std::vector<double>& b, double floor = 1e-12) {

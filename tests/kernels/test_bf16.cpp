@@ -191,16 +191,7 @@ TEST(GemmBf16, LinearForwardBackwardCloseToFp32) {
 
 namespace {
 
-ModelConfig tiny_model(bool parallel) {
-  ModelConfig m;
-  m.vocab_size = 100;  // Vp = 128
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_embd = 64;
-  m.max_seq_len = 32;
-  if (parallel) { m.block = BlockKind::kParallel; m.attention = AttentionKind::kSliding; m.window = 8; m.full_every = 2; }
-  return m;
-}
+ModelConfig tiny_model(bool parallel) { return ms::testing::tiny_model_config(64, 32, parallel, 8); }
 
 double rel_l2(const float* a, const float* b, size_t n) {
   double num = 0, den = 0;

@@ -30,16 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig tiny(bool parallel) {
-  ModelConfig m;
-  m.vocab_size = 100;  // padded to 128: the export cuts 28 rows
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_embd = 32;
-  m.max_seq_len = 16;
-  if (parallel) { m.block = BlockKind::kParallel; m.attention = AttentionKind::kSliding; m.window = 4; m.full_every = 2; }
-  return m;
-}
+// Vocabulary 100, padded to 128: the export cuts 28 rows.
+ModelConfig tiny(bool parallel) { return ms::testing::tiny_model_config(32, 16, parallel, 4); }
 
 // Every parameter distinct and nonzero (biases and LayerNorm are 0/1 at init), padded vocabulary
 // rows zero as training keeps them (they never receive a gradient).

@@ -7,8 +7,8 @@
 #include "base/check.h"
 #include "optim/decay_policy.h"  // optimizer_tensors
 #include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
-#include "base/clock.h"      // steady_ns
 #include "obs/trace_sink.h"  // TraceScope
+#include "parallel/timed_wait.h"  // wait_timed
 
 namespace ms {
 
@@ -116,15 +116,7 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
 void ZeroDataParallel::finish_grad_reduce_scatter() {
   const size_t nb = layout_.buckets().size();
   while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span("wait reduce_scatter");
-    for (size_t b = 0; b < nb; b++) {
-      rs_[b].wait();
-      rs_[b] = CommWork();
-    }
-  }
-  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  for (size_t b = 0; b < nb; b++) exposed_s_ += wait_timed(rs_[b], "wait reduce_scatter");
   next_rs_ = 0;
   armed_ = false;
 }
@@ -188,13 +180,7 @@ void ZeroDataParallel::start_param_all_gather() {
 
 void ZeroDataParallel::finish_param_all_gather(size_t b) {
   if (!ag_pending_[b]) return;
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span("wait all_gather");
-    ag_[b].wait();
-    ag_[b] = CommWork();
-  }
-  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  exposed_s_ += wait_timed(ag_[b], "wait all_gather");
   ag_pending_[b] = 0;
   if (staged(b)) {
     const DpBucket& k = layout_.buckets()[b];

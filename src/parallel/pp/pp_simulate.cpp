@@ -24,7 +24,7 @@ Key recv_key(const PipelineSchedule& sch, int stage, const PpOp& op) {
 }
 // The receive a computation consumes, if any.
 bool consumed_recv(const PipelineSchedule& sch, int stage, const PpOp& op, Key& key) {
-  const int g = sch.global_chunk(stage, op.chunk), G = sch.num_chunks(), P = sch.spec.stages;
+  const int g = sch.global_chunk(stage, op.chunk), G = sch.num_chunks();
   if (op.kind == PpOpKind::kForward && g > 0) {
     key = {Payload::kActivation, op.mb, g - 1, stage};
     return true;
@@ -33,7 +33,6 @@ bool consumed_recv(const PipelineSchedule& sch, int stage, const PpOp& op, Key& 
     key = {Payload::kGradient, op.mb, g + 1, stage};
     return true;
   }
-  (void)P;
   return false;
 }
 

@@ -4,9 +4,8 @@
 #include <cstring>  // std::memcpy
 
 #include "base/check.h"          // MS_CHECK
-#include "base/clock.h"          // steady_ns
 #include "model/param_layout.h"  // build_param_layout, place_param
-#include "obs/trace_sink.h"      // TraceScope
+#include "parallel/timed_wait.h" // wait_timed
 
 namespace ms {
 
@@ -45,12 +44,8 @@ void TensorParallel::all_reduce_partial_grads(float* grads, const std::vector<Pa
   MS_CHECK(n <= pack_.size(), "tensor parallel: {} partial-gradient elements, room for {}", n, pack_.size());
   float* p = pack_.data();
   for (const ParamTensor& v : views) { std::memcpy(p, grads + v.offset, v.numel * sizeof(float)); p += v.numel; }
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span("wait tp all_reduce grads");
-    comm_.all_reduce(pack_.data(), n, DType::kF32, ReduceOp::kSum);
-  }
-  exposed_s_ += (steady_ns() - t0) * 1e-9;
+  CommWork w = comm_.start_all_reduce(pack_.data(), n, DType::kF32, ReduceOp::kSum);
+  exposed_s_ += wait_timed(w, "wait tp all_reduce grads");
   p = pack_.data();
   for (const ParamTensor& v : views) { std::memcpy(grads + v.offset, p, v.numel * sizeof(float)); p += v.numel; }
 }

@@ -4,9 +4,8 @@
 #include <algorithm>  // std::min
 #include <cstring>    // std::memcpy
 
-#include "base/check.h"      // MS_CHECK
-#include "base/clock.h"      // steady_ns
-#include "obs/trace_sink.h"  // TraceScope
+#include "base/check.h"            // MS_CHECK
+#include "parallel/timed_wait.h"   // wait_timed
 
 namespace ms {
 
@@ -21,15 +20,15 @@ TpRegions::TpRegions(Communicator& tp, int chunks, bool sequence_parallel, size_
   works_.resize(static_cast<size_t>(chunks_));
 }
 
-void TpRegions::wait(CommWork& w, const char* what) {
-  const int64_t t0 = steady_ns();
-  {
-    TraceScope span(what);
-    w.wait();
-  }
-  w = CommWork();
-  exposed_s_ += (steady_ns() - t0) * 1e-9;
+void TpRegions::wait(CommWork& w, const char* what) { exposed_s_ += wait_timed(w, what); }
+
+namespace {
+// out (count) += in, element-wise.
+void add_into(float* out, const float* in, size_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < count; i++) out[i] += in[i];
 }
+}  // namespace
 
 const float* TpRegions::gather_rows(const float* local, float* full, int n, int width, Rows ready) {
   if (!sp_) {
@@ -72,13 +71,8 @@ void TpRegions::reduce_rows(float* partial, float* out, int n, int width, bool a
     works_[0] = comm_.start_all_reduce(partial, n * w, DType::kF32, ReduceOp::kSum);
     tail();
     wait(works_[0], "wait tp all_reduce");
-    const size_t count = n * w;
-    if (accumulate) {
-#pragma omp parallel for simd schedule(static)
-      for (size_t i = 0; i < count; i++) out[i] += partial[i];
-    } else {
-      std::memcpy(out, partial, count * sizeof(float));
-    }
+    if (accumulate) add_into(out, partial, n * w);
+    else std::memcpy(out, partial, n * w * sizeof(float));
     return;
   }
   const int K = std::min(chunks_, n);
@@ -98,12 +92,7 @@ void TpRegions::reduce_rows(float* partial, float* out, int n, int width, bool a
   }
   tail();
   for (int k = 0; k < K; k++) wait(works_[k], "wait tp reduce_scatter");
-  if (accumulate) {
-    const size_t count = n * w;
-    const float* red = reduced_.data();
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < count; i++) out[i] += red[i];
-  }
+  if (accumulate) add_into(out, reduced_.data(), n * w);
 }
 
 void TpRegions::all_reduce_max(float* v, size_t n) {
