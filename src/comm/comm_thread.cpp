@@ -17,7 +17,7 @@ namespace ms {
 
 void CommWork::wait() {
   MS_CHECK(state_, "CommWork::wait on an empty handle");
-  if (state_->posted_kind) state_->thread->request_completion(*state_);
+  if (state_->posted_kind) state_->thread->request_completion(state_);
   std::unique_lock lk(state_->m);
   state_->cv.wait(lk, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -25,7 +25,7 @@ void CommWork::wait() {
 
 bool CommWork::done() const {
   if (!state_) return true;
-  if (state_->posted_kind) state_->thread->request_completion(*state_);
+  if (state_->posted_kind) state_->thread->request_completion(state_);
   std::lock_guard lk(state_->m);
   return state_->done;
 }
@@ -178,19 +178,29 @@ void CommThread::stop() {
 
 void CommThread::complete_posted() {
   while (!posted_.empty()) {
-    std::function<void()> f = std::move(posted_.front());
+    std::function<void()> f = std::move(posted_.front().complete);
     posted_.pop_front();
     f();
   }
 }
 
-void CommThread::request_completion(WorkState& st) {
-  {
-    std::lock_guard lk(st.m);
-    if (!st.posted_kind || st.done || st.flush_requested) return;
-    st.flush_requested = true;
+void CommThread::complete_one(const WorkState* st) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (it->state != st) continue;
+    std::function<void()> f = std::move(it->complete);
+    posted_.erase(it);
+    f();
+    return;
   }
-  post([this] { complete_posted(); });
+}
+
+void CommThread::request_completion(const std::shared_ptr<WorkState>& st) {
+  {
+    std::lock_guard lk(st->m);
+    if (!st->posted_kind || st->done || st->flush_requested) return;
+    st->flush_requested = true;
+  }
+  post([this, st] { complete_one(st.get()); });
 }
 
 void stop_all_comm_threads() {

@@ -6,8 +6,10 @@
 //    communication in the order the computations that depend on it will run, MegaScale §3.2).
 //  - Different groups are independent streams: their threads progress concurrently, so two ranks
 //    that start ops of two groups in opposite orders do not wait on each other in a cycle.
-//  - Posted send/recv ops (two-phase backends) complete in post order, before the next op of the
-//    same group that is not a posted send/recv runs, or when a caller waits on one of them.
+//  - Posted send/recv ops (two-phase backends) stay posted until a caller waits on that op (which
+//    completes it alone: waiting on a receive never waits on an unrelated earlier send, MegaScale's
+//    decoupled send/recv), or until the next op of the same group that is not a posted send/recv
+//    runs (which completes every posted op first, in post order).
 //  - The thread starts on the first op (a group that never communicates costs no thread) and is
 //    drained and joined when the CommThread is destroyed. At process exit an atexit handler
 //    (stop_all_comm_threads) drains and joins every comm thread still running, before the MPI
@@ -20,6 +22,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,7 +36,7 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   bool posted_kind = false;      // a send/recv: may sit posted until something completes it
-  bool flush_requested = false;  // a waiter has queued the completion of posted ops
+  bool flush_requested = false;  // a waiter has queued the completion of this posted op
   CommThread* thread = nullptr;  // posted kinds: the thread that completes them (its communicator
                                  // drains, completing them, before it goes)
   std::exception_ptr error;
@@ -68,13 +71,13 @@ class CommThread {
   // from several threads at once; a no-op when called on the thread itself.
   void stop();
 
-  // On the thread (or inline after stop) only: queue the completion of a posted op / complete every
-  // posted op, in post order.
-  void defer_posted_completion(std::function<void()> fn) { posted_.push_back(std::move(fn)); }
+  // On the thread (or inline after stop) only: queue the completion of the posted op whose state is
+  // st / complete every posted op, in post order.
+  void defer_posted_completion(const WorkState* st, std::function<void()> fn) { posted_.push_back({st, std::move(fn)}); }
   void complete_posted();
-  // A waiter on a posted send/recv of this thread: queues the completion of every posted op, once
-  // per op (the op itself was queued earlier, so it is posted by then).
-  void request_completion(WorkState& st);
+  // A waiter on a posted send/recv of this thread: queues the completion of that op alone, once
+  // (the op itself was queued earlier, so it is posted by then). st is kept alive by the queued task.
+  void request_completion(const std::shared_ptr<WorkState>& st);
 
  private:
   enum class State : uint8_t { kIdle, kRunning, kStopping, kDone };
@@ -91,7 +94,12 @@ class CommThread {
   bool stop_requested_ = false, joined_ = false;
   std::thread thread_;
   std::recursive_mutex inline_mu_;       // after stop: inline tasks one at a time
-  std::deque<std::function<void()>> posted_;  // completions of posted ops (thread, or inline_mu_)
+  void complete_one(const WorkState* st);  // the posted op of st, if still posted
+  struct Posted {
+    const WorkState* state;           // identifies the op (kept alive by fn's capture)
+    std::function<void()> complete;
+  };
+  std::deque<Posted> posted_;  // completions of posted ops (thread, or inline_mu_)
   std::string label_;
 };
 

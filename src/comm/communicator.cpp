@@ -168,7 +168,7 @@ void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& stat
     else execute(op);
   }, status);
   if (ok && posted) {
-    thread_->defer_posted_completion([this, op, state, record]() mutable {
+    thread_->defer_posted_completion(state.get(), [this, op, state, record]() mutable {
       std::string st = "ok";
       const bool fine = run_step(op, [&] { complete(op); }, st);
       op.handle.reset();

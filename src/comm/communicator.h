@@ -93,8 +93,9 @@ class Communicator {
   CommWork start_all_gather(const void* in, void* out, size_t shard, DType t);
   CommWork start_broadcast(void* buf, size_t count, DType t, int root);
   // Point to point between group ranks; tags match a send to its recv. Both may be started before
-  // either is waited on (a send/recv is posted without blocking the queue and completes when waited
-  // on or before the next collective), so symmetric exchanges do not deadlock. Zero bytes: no-op.
+  // either is waited on (a send/recv is posted without blocking the queue and completes when it is
+  // waited on, independently of other posted ones, or before the next collective), so symmetric
+  // exchanges do not deadlock. Zero bytes: no-op.
   CommWork start_send(const void* buf, size_t bytes, int peer, uint32_t tag);
   CommWork start_recv(void* buf, size_t bytes, int peer, uint32_t tag);
   CommWork start_barrier();
@@ -142,9 +143,10 @@ class Communicator {
   // op, group, seq and op.waiting_on, and marks this communicator unusable).
   virtual void execute(Op& op) = 0;
   // Two-phase send/recv: post() starts op without blocking and returns true; complete() finishes
-  // it later. Posted ops complete in post order, before the next op that is not a posted send/recv
-  // runs, or when the caller waits on one; so a rank can start a send and a recv to the same peer
-  // (in either order) and wait afterwards. Default: not supported (execute() does it all).
+  // it later: when the caller waits on that op (it alone, so ops may complete in any order), or, all
+  // of them in post order, before the next op that is not a posted send/recv runs; so a rank can
+  // start a send and a recv to the same peer (in either order) and wait afterwards, and a wait on a
+  // receive never waits on an unrelated send. Default: not supported (execute() does it all).
   virtual bool post(Op& op) { return false; }
   virtual void complete(Op& op) {}
   // A backend constructor's bookkeeping: name, rank in the group, members' world ranks, deadline.

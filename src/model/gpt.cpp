@@ -14,11 +14,18 @@
 
 namespace ms {
 
-GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const ModelShard& shard)
-    : cfg_(cfg), maxB_(maxB), maxT_(maxT), L_(cfg.n_layer), C_(cfg.n_embd), NH_(cfg.n_head),
+GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const ModelShard& shard, int activation_slots)
+    : cfg_(cfg), maxB_(maxB), maxT_(maxT), C_(cfg.n_embd), NH_(cfg.n_head),
       V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), shard_(shard), precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
-  ParamLayout lay = build_param_layout(cfg, shard);  // checks that the parts divide heads, 4C and Vp
+  MS_CHECK(activation_slots >= 1, "GPT: {} activation slots (at least 1)", activation_slots);
+  // Checks that the parts divide heads, 4C and Vp and that the layer range is a range.
+  ParamLayout lay = build_param_layout(cfg, shard);
+  l0_ = shard.layer_begin;
+  L_ = shard.end_layer(cfg.n_layer) - l0_;
+  has_emb_ = shard.has_embedding();
+  has_head_ = shard.has_head(cfg.n_layer);
+  slots_.resize(activation_slots);
   const int P = shard.parts;
   NHl_ = NH_ / P, Cl_ = C_ / P, Fl_ = 4 * C_ / P, Vl_ = Vp_ / P, v0_ = shard.index * Vl_;
   rows_exchanged_ = P > 1 && shard.seq_sharded;
@@ -26,7 +33,8 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
            "divisible by it (T={})", P, maxT);
   specs_ = std::move(lay.specs);
   block_offset_ = std::move(lay.block_offset);
-  wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = lay.lnf_w, lnf_b_ = lay.lnf_b;
+  // lnf_w_ marks where the blocks end (block_end) also in a chunk without the head.
+  wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = has_head_ ? lay.lnf_w : lay.blocks_end, lnf_b_ = lay.lnf_b;
   const size_t off = lay.total;
   params_.resize(off);
   grads_.resize(off);
@@ -104,38 +112,42 @@ void GPT::assign_activations() {
   const bool bf16 = precision_ == DType::kBF16;
   const bool split = shard_.parts > 1;
   // In bf16 mode the fp32 ln1 and ln2 (all rows) are only GEMM inputs (the backward reads their
-  // bf16 copies), so one shared fp32 scratch of each serves every layer; GeLU writes its bf16
-  // output directly and has no fp32 buffer at all (fch_gelu is nullptr).
+  // bf16 copies), so one shared fp32 scratch of each serves every layer and slot; GeLU writes its
+  // bf16 output directly and has no fp32 buffer at all (fch_gelu is nullptr). What a backward reads
+  // is per slot; the rest (forward and backward scratch) is shared.
   std::vector<std::pair<float**, size_t>> plan;  // (pointer to set, elements), carved in order
   auto want = [&](float** p, size_t count) { plan.emplace_back(p, count); };
   float *shared_ln1 = nullptr, *shared_ln2 = nullptr;
-  want(&encoded_, n * C);
+  for (ActSlot& sl : slots_) {
+    want(&sl.encoded, n * C);
+    sl.blocks.assign(L_, BlockActs{});
+    for (BlockActs& a : sl.blocks) {
+      if (!bf16) want(&a.ln1, N * C);
+      want(&a.ln1_mean, n); want(&a.ln1_rstd, n);
+      want(&a.qkv, N * 3 * Cl);
+      want(&a.atty, N * Cl); want(&a.att_lse, N * NHl_);
+      if (!par) {
+        want(&a.res_att, n * C);
+        if (!bf16) want(&a.ln2, N * C);
+        want(&a.ln2_mean, n); want(&a.ln2_rstd, n);
+      }
+      want(&a.fch, N * Fl);
+      if (!bf16) want(&a.fch_gelu, N * Fl);
+      want(&a.out, n * C);
+    }
+    if (has_head_) {
+      want(&sl.lnf, N * C); want(&sl.lnf_mean, n); want(&sl.lnf_rstd, n);
+      want(&sl.logits, N * Vl);
+      want(&sl.losses, N);
+    }
+  }
   if (rows_exchanged_) want(&ln_local_, n * C);
   if (bf16) {
     want(&shared_ln1, N * C);
     if (!par) want(&shared_ln2, N * C);
   }
-  blocks_.assign(L_, BlockActs{});
-  for (int l = 0; l < L_; l++) {
-    BlockActs& a = blocks_[l];
-    if (!bf16) want(&a.ln1, N * C);
-    want(&a.ln1_mean, n); want(&a.ln1_rstd, n);
-    want(&a.qkv, N * 3 * Cl);
-    want(&a.atty, N * Cl); want(&a.att_lse, N * NHl_);
-    if (!par) {
-      want(&a.res_att, n * C);
-      if (!bf16) want(&a.ln2, N * C);
-      want(&a.ln2_mean, n); want(&a.ln2_rstd, n);
-    }
-    want(&a.fch, N * Fl);
-    if (!bf16) want(&a.fch_gelu, N * Fl);
-    want(&a.out, n * C);
-  }
-  want(&lnf_, N * C); want(&lnf_mean_, n); want(&lnf_rstd_, n);
-  want(&logits_, N * Vl);
-  want(&losses_, N);
+  if (split && has_head_) { want(&ce_max_, N); want(&ce_sums_, 2 * N); }
   if (split) {
-    want(&ce_max_, N); want(&ce_sums_, 2 * N);
     want(&partial_, N * C);
     want(&dln_local_, n * C);
   }
@@ -147,41 +159,71 @@ void GPT::assign_activations() {
   acts_.resize(total);
   float* p = acts_.data();
   for (const auto& [ptr, count] : plan) { *ptr = p; p += count; }
-  for (BlockActs& a : blocks_)
-    if (bf16) { a.ln1 = shared_ln1; a.ln2 = shared_ln2; }
+  for (ActSlot& sl : slots_)
+    for (BlockActs& a : sl.blocks)
+      if (bf16) { a.ln1 = shared_ln1; a.ln2 = shared_ln2; }
   if (!rows_exchanged_) dres_full_ = dres_;
   if (!split) dln_local_ = dln_;
-  inputs_.resize(N);
-  targets_.resize(N);
+  inputs_all_.resize(has_emb_ ? N * slots_.size() : 0);
+  if (has_emb_)
+    for (size_t k = 0; k < slots_.size(); k++) slots_[k].inputs = inputs_all_.data() + k * N;
+  targets_.resize(has_head_ ? N : 0);
 
-  blocks_bf16_.assign(L_, BlockActsBf16{});
-  if (!bf16) return;
-  // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf), the bf16 dlogits
-  // and the converted output gradients.
-  const size_t per_block16 = N * (C + Cl + (par ? 0 : C) + Fl);
-  const size_t dout_max = N * std::max(C, Fl);
-  acts_bf16_.resize(per_block16 * L_ + N * C + N * Vl + dout_max + N * 3 * Cl);
-  bf16_t* q = acts_bf16_.data();
-  auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
-  for (int l = 0; l < L_; l++) {
-    BlockActsBf16& b = blocks_bf16_[l];
-    b.ln1 = take16(N * C);
-    b.atty = take16(N * Cl);
-    b.ln2 = par ? nullptr : take16(N * C);
-    b.fch_gelu = take16(N * Fl);
+  if (bf16) {
+    // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the bf16
+    // dlogits, per slot; the converted output gradients, shared.
+    const size_t per_block16 = N * (C + Cl + (par ? 0 : C) + Fl);
+    const size_t per_slot16 = per_block16 * L_ + (has_head_ ? N * C + N * Vl : 0);
+    const size_t dout_max = N * std::max(C, Fl);
+    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl);
+    bf16_t* q = acts_bf16_.data();
+    auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
+    for (ActSlot& sl : slots_) {
+      sl.blocks_bf16.assign(L_, BlockActsBf16{});
+      for (BlockActsBf16& b : sl.blocks_bf16) {
+        b.ln1 = take16(N * C);
+        b.atty = take16(N * Cl);
+        b.ln2 = par ? nullptr : take16(N * C);
+        b.fch_gelu = take16(N * Fl);
+      }
+      if (has_head_) {
+        sl.lnf_bf16 = take16(N * C);
+        sl.dlogits_bf16 = take16(N * Vl);
+      }
+    }
+    dout_bf16_ = take16(dout_max);
+    dqkv_bf16_ = take16(N * 3 * Cl);
+    MS_CHECK(q == acts_bf16_.data() + acts_bf16_.size(), "GPT: bf16 activation layout mismatch");
+  } else {
+    for (ActSlot& sl : slots_) sl.blocks_bf16.assign(L_, BlockActsBf16{});
   }
-  lnf_bf16_ = take16(N * C);
-  dlogits_bf16_ = take16(N * Vl);
-  dout_bf16_ = take16(dout_max);
-  dqkv_bf16_ = take16(N * 3 * Cl);
-  MS_CHECK(q == acts_bf16_.data() + acts_bf16_.size(), "GPT: bf16 activation layout mismatch");
+  slot_ = 0;
+  const ActSlot& s0 = slots_[0];
+  encoded_ = s0.encoded, blocks_ = s0.blocks, lnf_ = s0.lnf, lnf_mean_ = s0.lnf_mean, lnf_rstd_ = s0.lnf_rstd;
+  logits_ = s0.logits, losses_ = s0.losses, blocks_bf16_ = s0.blocks_bf16, lnf_bf16_ = s0.lnf_bf16;
+  dlogits_bf16_ = s0.dlogits_bf16, inputs_ = s0.inputs;
+}
+
+void GPT::select_slot(int k) {
+  MS_CHECK(k >= 0 && k < static_cast<int>(slots_.size()), "GPT: activation slot {} of {}", k, slots_.size());
+  if (k == slot_) return;
+  ActSlot& cur = slots_[slot_];
+  cur.B = B_, cur.T = T_, cur.have_dlogits = have_dlogits_;
+  const ActSlot& s = slots_[k];
+  encoded_ = s.encoded, lnf_ = s.lnf, lnf_mean_ = s.lnf_mean, lnf_rstd_ = s.lnf_rstd;
+  logits_ = s.logits, losses_ = s.losses, lnf_bf16_ = s.lnf_bf16, dlogits_bf16_ = s.dlogits_bf16;
+  inputs_ = s.inputs;
+  std::copy(s.blocks.begin(), s.blocks.end(), blocks_.begin());  // same sizes: no allocation
+  std::copy(s.blocks_bf16.begin(), s.blocks_bf16.end(), blocks_bf16_.begin());
+  B_ = s.B, T_ = s.T, have_dlogits_ = s.have_dlogits;
+  slot_ = k;
 }
 
 GPT::Footprint GPT::footprint() const {
   Footprint f;
   f.params = params_.size();
   f.grads = grads_.size();
-  f.logits = static_cast<size_t>(maxB_) * maxT_ * Vl_;
+  f.logits = has_head_ ? static_cast<size_t>(maxB_) * maxT_ * Vl_ * slots_.size() : 0;
   f.activations = acts_.size() + acts_bf16_.size() / 2;
   return f;
 }
@@ -196,7 +238,7 @@ void GPT::init_weights(uint64_t seed) {
     if (s.init_std > 0) {
       // The whole tensor from its own stream, then this part's slice.
       full.resize(s.full_numel());
-      Rng rng(seed, i);
+      Rng rng(seed, static_cast<uint64_t>(s.index));  // the whole model's stream of this tensor
       for (float& v : full) v = static_cast<float>(rng.normal() * s.init_std);
       if (s.name == "transformer.wte.weight")  // padded vocabulary rows stay zero: no id reaches them
         std::fill(full.begin() + static_cast<size_t>(V_) * C_, full.end(), 0.0f);

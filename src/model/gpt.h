@@ -17,6 +17,11 @@
 //
 // Block variants: sequential (GPT-2: h = x + Attn(LN1(x)); y = h + MLP(LN2(h))) and parallel
 // (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one LayerNorm shared by both branches).
+// Pipeline chunks (ModelShard::layer_begin/layer_end): a chunk without the embedding starts from an
+// activation (n,C) the caller writes into input_buffer(slot); a chunk without the head ends with
+// output() (n,C), and its backward starts from the gradient of that output. Several micro-batches
+// may be in flight between their forward and backward: the model keeps `activation_slots` sets of
+// saved activations and select_slot(k) picks the one the next forward / backward uses.
 // Attention: full causal or sliding window (model.window, with full attention every
 // model.full_every-th layer). Weights are tied: the LM head is the token embedding.
 // Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
@@ -75,7 +80,9 @@ class GPT {
   // precision: DType::kF32 or DType::kBF16 (the GEMMs' operands). kBF16 prints a one-line notice when the CPU lacks AMX-BF16 (slower fallback).
   // shard: this process's part of a tensor-parallel model (default: the whole model); a model
   // with shard.parts > 1 needs set_tensor_regions() before its first forward.
-  GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32, const ModelShard& shard = {});
+  // activation_slots: saved-activation sets (micro-batches in flight between forward and backward).
+  GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32, const ModelShard& shard = {},
+      int activation_slots = 1);
 
   // The ranks' meeting points (tensor_regions.h); nullptr restores the one-rank identity. Not owned.
   void set_tensor_regions(TensorRegions* r) { regions_ = r ? r : &identity_regions_; }
@@ -94,10 +101,25 @@ class GPT {
   // mean loss; otherwise returns 0 and only logits are computed. If dloss != 0 the fused
   // softmax+cross-entropy also writes dLoss/dlogits (scaled by dloss per row) in place of the
   // logits, ready for backward(); pass dloss = 1/(number of counted rows in the whole step).
+  // A chunk without the embedding takes inputs == nullptr and reads input_buffer(slot); a chunk
+  // without the head ignores targets, returns 0 and, if dloss != 0, is ready for backward.
   float forward(const int* inputs, const int* targets, int B, int T, float dloss = 0.0f);
 
-  // Backpropagates the last forward (which must have had dloss != 0); ACCUMULATES into grads().
-  void backward();
+  // Backpropagates the selected slot's last forward (which must have had dloss != 0); ACCUMULATES
+  // into grads(). A chunk without the head takes dout, the gradient of output() (n,C); one without
+  // the embedding leaves the gradient of its input in input_grad().
+  void backward(const float* dout = nullptr);
+
+  // Pipeline chunks: which saved-activation set the next forward/backward use (0 <= k < slots).
+  void select_slot(int k);
+  int activation_slots() const { return static_cast<int>(slots_.size()); }
+  float* input_buffer(int k) { return slots_[k].encoded; }  // (n,C) the first block's input
+  const float* output() const { return blocks_[L_ - 1].out; }  // (n,C) of the selected slot's forward
+  const float* input_grad() const { return dres_; }  // (n,C) after backward of a chunk without embedding
+  bool has_embedding() const { return has_emb_; }
+  bool has_head() const { return has_head_; }
+  int first_layer() const { return l0_; }  // global index of local block 0
+  int num_layers() const { return L_; }    // blocks held
 
   // Hooks for wrappers that overlap communication with compute (data parallelism); the model
   // itself knows nothing of them. Offsets are into params()/grads().
@@ -132,10 +154,10 @@ class GPT {
   bf16_t* bf16_weight_copy() { return precision_ == DType::kBF16 ? bf16_weights_.data() : nullptr; }
   void mark_bf16_weights_fresh() { bf16_weights_.mark_fresh(); }
 
-  // Logits (B,T,Vl) of the last forward: columns [v0, v0+Vl) (all Vp when whole; valid only when
+  // Logits (B,T,Vl) of the selected slot's last forward: columns [v0, v0+Vl) (all Vp when whole; valid only when
   // dloss was 0).
   const float* logits() const { return logits_; }
-  // Per-row losses (B,T) of the last forward (every row, on every part).
+  // Per-row losses (B,T) of the selected slot's last forward (every row, on every part).
   const float* losses() const { return losses_; }
 
   // What this process holds, in elements (tests and the run log compare parts with the whole).
@@ -176,8 +198,10 @@ class GPT {
 
   ModelConfig cfg_;
   int maxB_, maxT_;
-  int L_, C_, NH_, V_, Vp_;
+  int L_, C_, NH_, V_, Vp_;  // L_: blocks held (all of them unless a pipeline chunk)
   ModelShard shard_;
+  int l0_ = 0;               // global index of the first block held
+  bool has_emb_ = true, has_head_ = true;
   int NHl_, Cl_, Fl_, Vl_, v0_;  // local shapes (see the header comment)
   bool rows_exchanged_ = false;  // sequence parallel with P > 1: the residual stream holds n < N rows
   TensorRegions identity_regions_;
@@ -189,7 +213,8 @@ class GPT {
 
   // Activations and backward scratch, carved out of one buffer.
   AlignedBuffer<float> acts_;
-  AlignedBuffer<int> inputs_, targets_;
+  AlignedBuffer<int> inputs_all_, targets_;
+  int* inputs_ = nullptr;     // (N) the selected slot's token ids
   float* encoded_ = nullptr;  // (n,C) block 0 input
   std::vector<BlockActs> blocks_;
   float* ln_local_ = nullptr;  // (n,C) a LayerNorm's own rows before gather_rows (rows exchanged only)
@@ -216,8 +241,22 @@ class GPT {
   // lnf's bf16 copy; dlogits in bf16 (N,Vl); converted output gradients: dout16 (N, max(C, Fl)) and
   // dqkv16 (N, 3Cl), which the parallel block's backward needs at the same time as dout16.
   bf16_t *lnf_bf16_ = nullptr, *dlogits_bf16_ = nullptr, *dout_bf16_ = nullptr, *dqkv_bf16_ = nullptr;
-  int B_ = 0, T_ = 0;        // shape of the last forward
-  bool have_dlogits_ = false;
+  int B_ = 0, T_ = 0;        // shape of the selected slot's last forward
+  bool have_dlogits_ = false;  // the selected slot's forward is ready for backward
+  // One saved-activation set: the selected one's pointers and state live in the members above
+  // (encoded_, blocks_, lnf_*, logits_, losses_, inputs_, their bf16 copies, B_, T_, have_dlogits_).
+  struct ActSlot {
+    float* encoded = nullptr;
+    std::vector<BlockActs> blocks;
+    float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *losses = nullptr;
+    std::vector<BlockActsBf16> blocks_bf16;
+    bf16_t *lnf_bf16 = nullptr, *dlogits_bf16 = nullptr;
+    int* inputs = nullptr;
+    int B = 0, T = 0;
+    bool have_dlogits = false;
+  };
+  std::vector<ActSlot> slots_;
+  int slot_ = 0;
 };
 
 }  // namespace ms

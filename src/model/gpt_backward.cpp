@@ -32,7 +32,7 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
   BlockParams g = block_params(grads_.data(), l);
   BlockActs& a = blocks_[l];
   const BlockActsBf16& ab = blocks_bf16_[l];
-  const int W = cfg_.layer_window(l);
+  const int W = cfg_.layer_window(l0_ + l);
   const bool par = cfg_.parallel_block();
   // dres (n,C) is dLoss/d(block output) on this part's rows. MLP branch first: the output
   // gradient's rows arrive (gather, fused with fc_proj's input gradient and GeLU's backward).
@@ -89,7 +89,7 @@ void GPT::embedding_backward(int B, int T) {
   float* dwpe = grads_.data() + wpe_;
   const int row0 = rows_exchanged_ ? shard_.index * n : 0;
   const float* d = regions_->gather_rows(dres_, dres_full_, n, C, [](int, int) {});
-  const int* inp = inputs_.data();
+  const int* inp = inputs_;
   const int v0 = v0_, v1 = v0_ + Vl_;
   constexpr int kBlock = 32;
   const int nblocks = (C + kBlock - 1) / kBlock;
@@ -111,26 +111,33 @@ void GPT::embedding_backward(int B, int T) {
   }
 }
 
-void GPT::backward() {
+void GPT::backward(const float* dout) {
   MS_CHECK(have_dlogits_, "GPT::backward: the last forward computed no gradient (dloss == 0 or no targets)");
+  MS_CHECK(has_head_ == (dout == nullptr), "GPT::backward: a chunk {} the head takes {} output gradient",
+           has_head_ ? "with" : "without", has_head_ ? "no" : "the");
   have_dlogits_ = false;
   const int B = B_, T = T_, N = B * T, n = local_rows(B, T), C = C_;
   const float* P = params_.data();
   float* G = grads_.data();
-  const float* x_last = L_ > 0 ? blocks_[L_ - 1].out : encoded_;
 
-  // LM head (tied to wte) and final LayerNorm.
-  lm_head_backward(N);
-  std::fill(dres_, dres_ + static_cast<size_t>(n) * C, 0.0f);
-  layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
-  if (grad_ready_) grad_ready_(lnf_w_, params_.size());
+  if (has_head_) {
+    // LM head (tied to wte) and final LayerNorm.
+    const float* x_last = blocks_[L_ - 1].out;
+    lm_head_backward(N);
+    std::fill(dres_, dres_ + static_cast<size_t>(n) * C, 0.0f);
+    layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
+    if (grad_ready_) grad_ready_(lnf_w_, params_.size());
+  } else {
+    std::copy(dout, dout + static_cast<size_t>(n) * C, dres_);
+  }
 
   for (int l = L_ - 1; l >= 0; l--) {
     block_backward(l, l == 0 ? encoded_ : blocks_[l - 1].out, B, T);
     if (grad_ready_) grad_ready_(block_offset_[l], block_end(l));
   }
-  embedding_backward(B, T);
-  if (grad_ready_) grad_ready_(0, L_ > 0 ? block_offset_[0] : lnf_w_);
+  // dres_ now holds the gradient of the chunk's input (input_grad()).
+  if (has_emb_) embedding_backward(B, T);
+  if (grad_ready_ && block_offset_[0] > 0) grad_ready_(0, block_offset_[0]);  // embeddings / the head's wte copy
 }
 
 }  // namespace ms

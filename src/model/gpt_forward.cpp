@@ -48,7 +48,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   BlockParams p = block_params(params_.data(), l);
   BlockActs& a = blocks_[l];
   BlockActsBf16& ab = blocks_bf16_[l];  // all nullptr in fp32 mode
-  const int W = cfg_.layer_window(l);
+  const int W = cfg_.layer_window(l0_ + l);
   // LayerNorm on this part's rows, written where gather_rows expects them: its own buffer when
   // rows are exchanged (the gathered rows then land in `full`), else `full` itself.
   auto layernorm_in = [&](float* full, float* mean, float* rstd, const float* in, const float* w, const float* b) {
@@ -147,14 +147,18 @@ float GPT::cross_entropy(const int* targets, int N, float dloss) {
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T, float dloss) {
   MS_CHECK(B > 0 && T > 0 && B <= maxB_ && T <= maxT_, "GPT::forward: B={} T={} exceeds the allocated {}x{}", B, T, maxB_, maxT_);
-  MS_CHECK(dloss == 0.0f || targets, "GPT::forward: dloss needs targets");
+  MS_CHECK(dloss == 0.0f || targets || !has_head_, "GPT::forward: dloss needs targets");
   MS_CHECK(!rows_exchanged_ || T % shard_.parts == 0, "GPT::forward: T={} is not divisible by the {} sequence-parallel parts",
            T, shard_.parts);
+  MS_CHECK(has_emb_ == (inputs != nullptr), "GPT::forward: a chunk {} the embedding takes {} token ids",
+           has_emb_ ? "with" : "without", has_emb_ ? "its" : "no");
   const int N = B * T;
-  for (int i = 0; i < N; i++)
-    MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
-  std::copy(inputs, inputs + N, inputs_.data());
-  if (targets) std::copy(targets, targets + N, targets_.data());
+  if (has_emb_) {
+    for (int i = 0; i < N; i++)
+      MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
+    std::copy(inputs, inputs + N, inputs_);
+  }
+  if (targets && has_head_) std::copy(targets, targets + N, targets_.data());
   B_ = B; T_ = T;
   const bool bf16 = precision_ == DType::kBF16;
   const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
@@ -164,13 +168,13 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   const bool refresh_by_range = bf16 && bf16_weights_.stale() && param_wait_;
   if (bf16 && bf16_weights_.stale() && !param_wait_) refresh_bf16_weights();
   auto wait_params = [&](size_t lo, size_t hi) {
-    if (!param_wait_) return;
+    if (!param_wait_ || lo == hi) return;
     param_wait_(lo, hi);
     if (refresh_by_range) bf16_weights_.convert_range(params_.data(), lo, hi);
   };
-  wait_params(0, first_block);
-  embedding_forward(inputs_.data(), B, T);
-  const float* x = encoded_;
+  wait_params(0, first_block);  // embeddings (a chunk with only the head: its token embedding copy)
+  if (has_emb_) embedding_forward(inputs_, B, T);
+  const float* x = encoded_;  // a chunk without the embedding: the caller wrote its input here
   for (int l = 0; l < L_; l++) {
     wait_params(block_offset_[l], block_end(l));
     block_forward(l, x, B, T);
@@ -178,8 +182,12 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   }
   wait_params(lnf_w_, params_.size());
   if (refresh_by_range) bf16_weights_.mark_fresh();  // every range converted
-  lm_head_forward(x, N);
   have_dlogits_ = false;
+  if (!has_head_) {
+    have_dlogits_ = dloss != 0.0f;
+    return 0.0f;
+  }
+  lm_head_forward(x, N);
   if (!targets) return 0.0f;
   return cross_entropy(targets_.data(), N, dloss);
 }

@@ -22,6 +22,9 @@ bool is_conv1d(const ParamSpec& s) { return s.kind == ParamKind::kWeight; }
 }  // namespace
 
 void export_hf(const GPT& model, const std::string& dir) {
+  MS_CHECK(model.has_embedding() && model.has_head(), "export {}: the model is the pipeline chunk of layers [{}, {}); "
+           "export the whole model (gathered over the pipeline) with export_hf(config, params, dir)", dir,
+           model.first_layer(), model.first_layer() + model.num_layers());
   MS_CHECK(model.shard().parts == 1, "export {}: the model is part {} of {}; export the whole model (gathered over the "
            "tensor-parallel group) with export_hf(config, params, dir)", dir, model.shard().index, model.shard().parts);
   export_hf(model.config(), model.params(), dir);

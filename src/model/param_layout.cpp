@@ -59,44 +59,59 @@ ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard) 
   MS_CHECK(cfg.n_head % P == 0 && (4 * C) % P == 0 && Vp % P == 0,
            "param layout: {} tensor-parallel parts must divide n_head={}, 4*n_embd={} and the padded vocabulary {}",
            P, cfg.n_head, 4 * C, Vp);
+  const int l0 = shard.layer_begin, l1 = shard.end_layer(L);
+  MS_CHECK(l0 >= 0 && l0 < l1 && l1 <= L, "param layout: layers [{}, {}) are not a non-empty range of the {} layers",
+           l0, l1, L);
+  const bool emb = shard.has_embedding(), head = shard.has_head(L);
   ParamLayout lay;
+  int index = 0;  // position in the whole model's list, counted for tensors held or not
   const float std0 = cfg.init_std, std_res = cfg.init_std / std::sqrt(2.0f * L);
   size_t off = 0;
-  auto add = [&](std::string name, std::vector<int> full, ParamSplit split, ParamKind kind, float init_std) {
+  auto add = [&](std::string name, std::vector<int> full, ParamSplit split, ParamKind kind, float init_std,
+                 bool held = true) {
+    const int my_index = index++;
+    if (!held) return size_t{0};
     std::vector<int> shape = full;
     if (split == ParamSplit::kRows || split == ParamSplit::kQkvRows) shape[0] /= P;
     if (split == ParamSplit::kCols) shape[1] /= P;
     ParamSpec s{std::move(name), off, std::move(shape), kind, init_std, std::move(full), P > 1 ? split : ParamSplit::kReplicated};
     // Replicated tensors computed on this part's rows only: LayerNorms and the position embedding.
     s.grad_partial = P > 1 && shard.seq_sharded && (kind == ParamKind::kNorm || s.name == "transformer.wpe.weight");
+    s.index = my_index;
     off += s.numel();
     lay.specs.push_back(std::move(s));
     return lay.specs.back().offset;
   };
   using S = ParamSplit;
-  lay.wte = add("transformer.wte.weight", {Vp, C}, S::kRows, ParamKind::kEmbedding, std0);
-  lay.wpe = add("transformer.wpe.weight", {cfg.max_seq_len, C}, S::kReplicated, ParamKind::kEmbedding, std0);
+  lay.wte = add("transformer.wte.weight", {Vp, C}, S::kRows, ParamKind::kEmbedding, std0, emb || head);
+  const bool has_wte = emb || head;
+  lay.wpe = add("transformer.wpe.weight", {cfg.max_seq_len, C}, S::kReplicated, ParamKind::kEmbedding, std0, emb);
   for (int l = 0; l < L; l++) {
+    const bool held = l >= l0 && l < l1;
     std::string p = "transformer.h." + std::to_string(l) + ".";
-    lay.block_offset.push_back(off);
-    add(p + "ln_1.weight", {C}, S::kReplicated, ParamKind::kNorm, 0);
-    add(p + "ln_1.bias", {C}, S::kReplicated, ParamKind::kNorm, 0);
-    add(p + "attn.c_attn.weight", {3 * C, C}, S::kQkvRows, ParamKind::kWeight, std0);
-    add(p + "attn.c_attn.bias", {3 * C}, S::kQkvRows, ParamKind::kBias, 0);
-    add(p + "attn.c_proj.weight", {C, C}, S::kCols, ParamKind::kWeight, std_res);
-    add(p + "attn.c_proj.bias", {C}, S::kReplicated, ParamKind::kBias, 0);
+    if (held) lay.block_offset.push_back(off);
+    add(p + "ln_1.weight", {C}, S::kReplicated, ParamKind::kNorm, 0, held);
+    add(p + "ln_1.bias", {C}, S::kReplicated, ParamKind::kNorm, 0, held);
+    add(p + "attn.c_attn.weight", {3 * C, C}, S::kQkvRows, ParamKind::kWeight, std0, held);
+    add(p + "attn.c_attn.bias", {3 * C}, S::kQkvRows, ParamKind::kBias, 0, held);
+    add(p + "attn.c_proj.weight", {C, C}, S::kCols, ParamKind::kWeight, std_res, held);
+    add(p + "attn.c_proj.bias", {C}, S::kReplicated, ParamKind::kBias, 0, held);
     if (!cfg.parallel_block()) {
-      add(p + "ln_2.weight", {C}, S::kReplicated, ParamKind::kNorm, 0);
-      add(p + "ln_2.bias", {C}, S::kReplicated, ParamKind::kNorm, 0);
+      add(p + "ln_2.weight", {C}, S::kReplicated, ParamKind::kNorm, 0, held);
+      add(p + "ln_2.bias", {C}, S::kReplicated, ParamKind::kNorm, 0, held);
     }
-    add(p + "mlp.c_fc.weight", {4 * C, C}, S::kRows, ParamKind::kWeight, std0);
-    add(p + "mlp.c_fc.bias", {4 * C}, S::kRows, ParamKind::kBias, 0);
-    add(p + "mlp.c_proj.weight", {C, 4 * C}, S::kCols, ParamKind::kWeight, std_res);
-    add(p + "mlp.c_proj.bias", {C}, S::kReplicated, ParamKind::kBias, 0);
+    add(p + "mlp.c_fc.weight", {4 * C, C}, S::kRows, ParamKind::kWeight, std0, held);
+    add(p + "mlp.c_fc.bias", {4 * C}, S::kRows, ParamKind::kBias, 0, held);
+    add(p + "mlp.c_proj.weight", {C, 4 * C}, S::kCols, ParamKind::kWeight, std_res, held);
+    add(p + "mlp.c_proj.bias", {C}, S::kReplicated, ParamKind::kBias, 0, held);
   }
-  lay.lnf_w = add("transformer.ln_f.weight", {C}, S::kReplicated, ParamKind::kNorm, 0);
-  lay.lnf_b = add("transformer.ln_f.bias", {C}, S::kReplicated, ParamKind::kNorm, 0);
+  lay.blocks_end = off;
+  lay.lnf_w = add("transformer.ln_f.weight", {C}, S::kReplicated, ParamKind::kNorm, 0, head);
+  lay.lnf_b = add("transformer.ln_f.bias", {C}, S::kReplicated, ParamKind::kNorm, 0, head);
   lay.total = off;
+  if (!has_wte) lay.wte = off;
+  if (!emb) lay.wpe = off;
+  if (!head) lay.lnf_w = lay.lnf_b = off;
   return lay;
 }
 

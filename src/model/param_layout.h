@@ -19,11 +19,21 @@ namespace ms {
 
 // How this process's copy of the model is cut (shapes only: the model computes on its local
 // shapes; the communication lives in the TensorRegions it is given, model/tensor_regions.h).
+// Pipeline parallelism cuts the layers instead: a copy may hold the blocks [layer_begin, layer_end)
+// only (a model chunk); the embeddings come with layer 0, the final LayerNorm and the LM head with
+// the last layer, so a chunk holding the last layer but not the first keeps its own copy of the
+// tied token embedding (Megatron's scheme; the pipeline keeps the copies equal).
 struct ModelShard {
   int parts = 1;             // tensor-parallel ranks the model is split over
   int index = 0;             // this rank's part, 0 <= index < parts
   bool seq_sharded = false;  // sequence parallelism: the residual stream (LayerNorm, residual adds,
                              // position embedding) holds rows/parts of the B*T rows on each rank
+  int layer_begin = 0;       // pipeline chunk: first block held
+  int layer_end = -1;        // one past the last block held; -1 = n_layer
+  int end_layer(int n_layer) const { return layer_end < 0 ? n_layer : layer_end; }
+  bool has_embedding() const { return layer_begin == 0; }
+  bool has_head(int n_layer) const { return end_layer(n_layer) == n_layer; }
+  bool whole(int n_layer) const { return parts == 1 && has_embedding() && has_head(n_layer); }
 };
 
 // What a parameter tensor is (optim/decay_policy.h decides weight decay from it; the Hugging Face
@@ -50,20 +60,25 @@ struct ParamSpec {
   // Replicated tensor whose gradient each part computes from its own rows only (sequence
   // parallelism: LayerNorms, position embedding), so the parts' gradients must be summed.
   bool grad_partial = false;
+  int index = 0;            // position in the whole model's tensor list (its init stream, its name's order)
   size_t numel() const;
   size_t full_numel() const;
   bool sharded() const { return split != ParamSplit::kReplicated; }
 };
 
 struct ParamLayout {
-  std::vector<ParamSpec> specs;        // every tensor, in offset order
-  std::vector<size_t> block_offset;    // offset of each block's first tensor
+  std::vector<ParamSpec> specs;        // every tensor held, in offset order
+  std::vector<size_t> block_offset;    // offset of each held block's first tensor
+  // Offsets of the embeddings, the final LayerNorm; a tensor not held has offset `total`.
+  // Order: wte (when held), wpe, the blocks, ln_f.
   size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0;
+  size_t blocks_end = 0;               // one past the last block's tensors
   size_t total = 0;                    // elements of the flat buffer
 };
 
 // The layout of cfg's model as held by `shard` (sequential blocks have ln_2, parallel blocks do
-// not; the token embedding has Vp = padded_vocab() rows, Vp/parts per part).
+// not; the token embedding has Vp = padded_vocab() rows, Vp/parts per part). Names keep the whole
+// model's layer numbers. Throws when the layer range is empty or outside [0, n_layer).
 ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard = {});
 
 // Copies part `index` of `parts` of the whole tensor `full` (full_numel) into `local` (numel).
