@@ -72,7 +72,8 @@ float run_training(const Config& cfg_in) {
   const int eval_batches = val ? static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(cfg.train.eval_batches, val->num_samples() / B)))
                                : 0;
 
-  Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr);
+  Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr, grid ? &grid->pp() : nullptr,
+                  grid ? grid->embedding() : nullptr);
   GPT& model = trainer.model();
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
@@ -86,9 +87,12 @@ float run_training(const Config& cfg_in) {
         "; ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
         trainer.data_parallel()->layout().buckets().size(), cfg.parallel.bucket_mb,
         trainer.data_parallel()->state_bytes() / 1048576.0, cfg.parallel.overlap ? "on" : "off");
-    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}{}", env.world_size,
+    const std::string pp_text = cfg.parallel.pp == 1 ? "" : fmt::format(
+        "; pipeline: schedule {}, {} chunk(s) of {} layers per stage, {} micro-batches per step",
+        config_name(cfg.parallel.schedule), trainer.num_chunks(), model.num_layers(), cfg.train.grad_accum);
+    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}{}{}", env.world_size,
                                         grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp,
-                                        cfg.parallel.pp, tp_text, dp_text));
+                                        cfg.parallel.pp, tp_text, pp_text, dp_text));
   }
   // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
   // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
@@ -109,7 +113,6 @@ float run_training(const Config& cfg_in) {
                                   bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
 
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
-  std::vector<int> eval_inputs, eval_targets;
   float last = 0;
   for (int step = 1; step <= cfg.train.steps; step++) {
     StepStats s;
@@ -134,11 +137,12 @@ float run_training(const Config& cfg_in) {
     r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
     if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
     if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
+    if (cfg.parallel.pp > 1) r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
     log.step(r);
     last = s.loss;
     bool eval_now = val && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
     if (eval_now) {
-      last = eval_loss(model, *val, eval_batches, eval_inputs, eval_targets);
+      last = eval_loss(trainer, *val, eval_batches);
       log.eval(step, last);
     }
   }
@@ -149,22 +153,36 @@ float run_training(const Config& cfg_in) {
     write_chrome_trace(path, rank);
     log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
   }
-  // The export: rank 0's own parameters when the model is whole, else the whole model gathered over
-  // rank 0's TP group (only that group takes part, so no other rank ever holds it).
-  const bool first_tp_group = !grid || (grid->coord().dp == 0 && grid->coord().pp == 0);
+  // The export: rank 0's own parameters when the model is whole, else the whole model assembled
+  // over the first data-parallel replica's TP and PP groups (only they take part).
+  const bool split = cfg.parallel.tp > 1 || cfg.parallel.pp > 1;
+  const bool first_replica = !grid || grid->coord().dp == 0;
   const std::string model_dir = out_dir + "/model";
-  if (trainer.tensor_parallel() && first_tp_group) {
-    const std::vector<float> whole = trainer.tensor_parallel()->gather_full_params();
-    if (rank == 0) export_hf(cfg.model, whole.data(), model_dir);
-  } else if (rank == 0) {
-    export_hf(model, model_dir);
+  std::vector<float> whole;
+  if (split && first_replica) whole = trainer.gather_whole_model();
+  if (rank == 0) {
+    if (split) export_hf(cfg.model, whole.data(), model_dir);
+    else export_hf(model, model_dir);
+    log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
   }
-  if (rank == 0) log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
-  // The sample: rank 0, with the other parts of its TP group when the model is split.
-  if (cfg.train.sample_tokens > 0 && (rank == 0 || (trainer.tensor_parallel() && first_tp_group))) {
+  // The sample: rank 0 alone on a whole model (its own, or the pipeline's gathered into one), or
+  // with the other parts of its TP group when only tensor parallelism splits the model.
+  if (cfg.train.sample_tokens > 0) {
+    const bool tp_collective = cfg.parallel.tp > 1 && cfg.parallel.pp == 1;
     Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));
-    std::string text = sample_text(model, tok, T, cfg.train.sample_tokens, static_cast<uint64_t>(cfg.train.seed),
-                                   trainer.tensor_parallel() ? &grid->tp() : nullptr);
+    const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+    std::string text;
+    if (tp_collective && first_replica && grid->coord().pp == 0) {
+      text = sample_text(model, tok, T, cfg.train.sample_tokens, seed, &grid->tp());
+    } else if (!tp_collective && rank == 0) {
+      if (cfg.parallel.pp > 1) {
+        GPT one(cfg.model, 1, T, cfg.train.precision);
+        std::copy(whole.begin(), whole.end(), one.params());
+        text = sample_text(one, tok, T, cfg.train.sample_tokens, seed, nullptr);
+      } else {
+        text = sample_text(model, tok, T, cfg.train.sample_tokens, seed, nullptr);
+      }
+    }
     if (rank == 0) log.message("sample", "sample:\n---\n" + text + "\n---");
   }
   return last;

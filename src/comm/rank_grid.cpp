@@ -113,6 +113,14 @@ RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order
     const int me = world_->rank();
     groups_[static_cast<int>(d)] = world_->new_group(layout_.group(d, me), layout_.group_name(d, me));
   }
+  // The tied embedding's two copies: pp ranks 0 and P-1 of each pipeline group (Megatron's
+  // embedding group), a sub-group of the pp group created by its two members only.
+  const int P = shape.pp, stage = coord().pp;
+  if (P > 1 && (stage == 0 || stage == P - 1)) {
+    std::string name = layout_.group_name(ParallelDim::kPp, world_->rank());
+    name.replace(0, 2, "emb");
+    embedding_ = pp().new_group({0, P - 1}, name);
+  }
 }
 
 }  // namespace ms

@@ -8,7 +8,8 @@
 // world size are errors naming what is wrong. Group ranks follow the coordinate along the group's
 // dimension; groups are named "dp[tp=1,pp=0]" (the other dimensions, in order-string order).
 // RankGrid owns the world communicator and creates this rank's tp, dp and pp groups, once, in that
-// order on every rank (no component creates its own communicator).
+// order on every rank, then (pp > 1, first and last stage only) the tied embedding's group (no
+// component creates its own communicator).
 #pragma once
 #include <array>
 #include <memory>
@@ -78,11 +79,15 @@ class RankGrid {
   Communicator& dp() { return *groups_[1]; }
   Communicator& pp() { return *groups_[2]; }
   Communicator& group(ParallelDim d) { return *groups_[static_cast<int>(d)]; }
+  // Pipeline stages 0 and pp-1 of this rank's pp group, which hold the two copies of the tied token
+  // embedding ("emb[tp=..,dp=..]", group rank 0 = first stage); nullptr on other stages or pp == 1.
+  Communicator* embedding() { return embedding_.get(); }
 
  private:
   std::unique_ptr<Communicator> world_;  // declared first: destroyed after the groups
   RankLayout layout_;
   std::array<std::unique_ptr<Communicator>, 3> groups_;  // indexed by ParallelDim
+  std::unique_ptr<Communicator> embedding_;              // destroyed before the groups
 };
 
 }  // namespace ms

@@ -245,7 +245,21 @@ void Config::validate() const {
     MS_CHECK(static_cast<int64_t>(p.tp_chunks) <= static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp,
              "config: parallel.tp_chunks={} exceeds the {} rows each tensor-parallel rank holds (train.batch_size x "
              "train.seq_len / parallel.tp)", p.tp_chunks, static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp);
-  MS_CHECK(p.pp == 1, "config: parallel.pp={}: pipeline parallelism is not implemented yet (use 1)", p.pp);
+  MS_CHECK(p.pp >= 1 && p.pp <= 4096, "config: parallel.pp={} must be in 1..4096", p.pp);
+  MS_CHECK(p.virtual_stages >= 1, "config: parallel.virtual_stages={} must be >= 1", p.virtual_stages);
+  MS_CHECK(p.virtual_stages == 1 || p.schedule == PipelineScheduleKind::kInterleaved,
+           "config: parallel.virtual_stages={} needs parallel.schedule='interleaved' (1f1b runs one chunk per stage)",
+           p.virtual_stages);
+  MS_CHECK(p.virtual_stages == 1 || p.pp > 1, "config: parallel.virtual_stages={} needs parallel.pp > 1",
+           p.virtual_stages);
+  MS_CHECK(m.n_layer % (p.pp * p.virtual_stages) == 0,
+           "config: model.n_layer={} is not divisible by parallel.pp={} x parallel.virtual_stages={} (the pipeline's "
+           "model chunks hold equal numbers of layers)", m.n_layer, p.pp, p.virtual_stages);
+  if (p.schedule == PipelineScheduleKind::kInterleaved && t.global_batch == 0)
+    MS_CHECK(t.grad_accum % p.pp == 0, "config: train.grad_accum={} (the micro-batches of a step) is not a multiple "
+             "of parallel.pp={}, which the interleaved schedule needs", t.grad_accum, p.pp);
+  MS_CHECK(std::isfinite(data.loader_timeout_s) && data.loader_timeout_s > 0 && data.loader_timeout_s <= 7 * 24 * 3600.0,
+           "config: data.loader_timeout_s={} must be in (0, 604800] seconds", data.loader_timeout_s);
   MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
   // Milliseconds must fit the deadline arithmetic (int64 ns): at most a week.
   MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0 && p.timeout_s <= 7 * 24 * 3600.0,
@@ -284,6 +298,9 @@ void Config::resolve_layout(int world_size) {
              "layout: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
              t.global_batch, p.dp, t.batch_size);
     t.grad_accum = t.global_batch / (p.dp * t.batch_size);
+    MS_CHECK(p.schedule != PipelineScheduleKind::kInterleaved || t.grad_accum % p.pp == 0,
+             "layout: train.global_batch={} gives {} micro-batches per data-parallel rank, not a multiple of "
+             "parallel.pp={}, which the interleaved schedule needs", t.global_batch, t.grad_accum, p.pp);
   } else {
     t.global_batch = t.batch_size * t.grad_accum * p.dp;
   }

@@ -12,6 +12,7 @@ namespace ms {
   X(std::string, train, "", "training shards: a file, a directory or a glob (llm.c .bin shards or Megatron .bin/.idx prefixes)") \
   X(std::string, val, "", "validation shards (same forms as data.train); empty = no validation")   \
   X(bool, shuffle, true, "shuffle training samples (order is a pure function of seed, epoch, index)") \
+  X(float, loader_timeout_s, 60.0f, "a rank waiting on the machine's shared data loader for longer than this (seconds) stops with an error naming the loader") \
   X(std::string, tokenizer_dir, "", "folder with GPT-2's encoder.json and vocab.bpe (empty = the one setup installs)")
 
 struct DataConfig { MS_DATA_FIELDS(MS_DECLARE_FIELD) };

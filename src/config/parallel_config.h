@@ -12,6 +12,10 @@ namespace ms {
 enum class BackendChoice : uint8_t { kAuto, kGloo, kMpi };
 MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kGloo, "gloo"}, {BackendChoice::kMpi, "mpi"})
 
+// parallel.schedule: the pipeline schedule (parallel/pp/pp_schedule.h builds its tables).
+enum class PipelineScheduleKind : uint8_t { k1F1B, kInterleaved };
+MS_CONFIG_ENUM(PipelineScheduleKind, {PipelineScheduleKind::k1F1B, "1f1b"}, {PipelineScheduleKind::kInterleaved, "interleaved"})
+
 // [parallel]: how ranks split the work. World size = tp * dp * pp (the launcher's WORLD_SIZE or
 // mpirun's -np). Tensor parallelism (parallel/tp/) shards every layer over tp ranks, with sequence
 // parallelism and chunked communication overlap. Data parallelism is ZeRO-2: gradients reduce-scattered in buckets during backward,
@@ -21,7 +25,9 @@ MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kG
   X(int, tp, 1, "tensor-parallel ranks: heads, the MLP width 4C and the padded vocabulary are split over them (Megatron column/row-parallel layers, vocabulary-parallel embedding and cross-entropy); must divide n_head, 4*n_embd and the padded vocabulary") \
   X(bool, sequence_parallel, true, "with tp > 1: LayerNorm, residual adds and the position embedding run on seq_len/tp of the rows per rank; an all-gather enters and a reduce-scatter leaves each tensor-parallel region (false: all-reduce, every rank holds all rows)") \
   X(int, tp_chunks, 1, "with sequence_parallel: each tensor-parallel region's all-gather / reduce-scatter (fused with the GEMM that consumes or produces its rows: the MLP's, QKV, the projections, the LM head) is cut into this many chunks, pipelined with the GEMM on the neighbouring chunk (MegaScale Fig. 3c); 1 = no overlap (the default: on two shared cores chunking only adds cost, docs/performance.md); at most seq_len*batch_size/tp") \
-  X(int, pp, 1, "pipeline-parallel ranks (1 only, for now)")                                       \
+  X(int, pp, 1, "pipeline-parallel stages: the layers are cut into pp*virtual_stages chunks of equal size (embedding with the first, final LayerNorm + LM head + loss with the last; the tied embedding's two copies get their gradients summed); micro-batches = train.grad_accum") \
+  X(PipelineScheduleKind, schedule, PipelineScheduleKind::k1F1B, "pipeline schedule: '1f1b' (Megatron's one-forward-one-backward) or 'interleaved' (virtual_stages chunks per stage; train.grad_accum must be a multiple of pp)") \
+  X(int, virtual_stages, 1, "model chunks per pipeline stage (interleaved schedule: stage s holds chunks s, s+pp, ...); n_layer must be divisible by pp*virtual_stages") \
   X(std::string, order, "tp-dp-pp", "rank grid order, innermost first: a TP group is consecutive ranks") \
   X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
   X(float, bucket_mb, 4.0f, "gradient bucket size in MiB (reduce-scatter / all-gather granularity)") \

@@ -1,6 +1,10 @@
 // trace_sink.cpp: see trace_sink.h.
 #include "obs/trace_sink.h"
 
+#include <mutex>
+#include <set>
+#include <string>
+
 #include <algorithm>  // std::max
 
 #include "base/clock.h"  // steady_ns
@@ -80,6 +84,15 @@ std::vector<TraceRecord> TraceSink::snapshot(TraceTrack track) const {
   for (uint64_t id = first; id < g.next_id; id++)
     if (g.ids[id % cap] == id) out.push_back(g.recs[id % cap]);
   return out;
+}
+
+std::string_view intern_name(std::string_view name) {
+  static std::mutex* m = new std::mutex();                  // never destroyed: spans may end during exit
+  static std::set<std::string, std::less<>>* names = new std::set<std::string, std::less<>>();
+  std::lock_guard lk(*m);
+  auto it = names->find(name);
+  if (it == names->end()) it = names->emplace(name).first;
+  return *it;
 }
 
 TraceScope::TraceScope(std::string_view name)

@@ -5,7 +5,7 @@
 // Guarantees:
 //  - Each track is a bounded ring of the last `capacity` records, so a flood of compute spans never
 //    evicts the collectives needed to analyse a hang; once a ring is full, recording allocates
-//    nothing beyond the record's own strings (names are string literals, kept by pointer).
+//    nothing beyond the record's own strings (names are string literals or intern_name()s, kept by pointer).
 //  - Records are addressed by the id open() returns; an update of an id already overwritten is
 //    dropped. Thread-safe (each ring has its own mutex, held for every access): the communication
 //    threads (one per communicator), the threads starting ops and the compute threads write
@@ -24,7 +24,7 @@ namespace ms {
 enum class TraceTrack : uint8_t { kCompute = 0, kComm = 1 };
 
 struct TraceRecord {
-  std::string_view name;   // span or op name ("forward", "all_reduce", ...): a string literal
+  std::string_view name;   // span or op name ("forward 0.0", "all_reduce", ...): a string literal or interned
   std::string group;       // comm: the group (Communicator::name()); empty for compute spans
   uint64_t seq = 0;        // comm: per-group sequence number, the same on every member for the same
                            // op (send/recv: counted per peer and direction, the same on both ends)
@@ -79,6 +79,10 @@ class TraceSink {
   const Ring& ring(TraceTrack t) const { return rings_[static_cast<int>(t)]; }
   Ring rings_[2];
 };
+
+// A name that lives until the process ends (for span names built at run time, e.g. "forward 3.1"):
+// equal strings give the same view. Thread-safe; allocates only the first time a string is seen.
+std::string_view intern_name(std::string_view name);
 
 // RAII compute span: records [construction, destruction) under name when the compute track is on.
 class TraceScope {

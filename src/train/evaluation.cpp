@@ -2,22 +2,13 @@
 #include "train/evaluation.h"
 
 #include "data/dataloader.h"  // DataLoader
-#include "model/gpt.h"        // GPT
+#include "train/trainer.h"    // Trainer
 
 namespace ms {
 
-float eval_loss(GPT& model, DataLoader& val, int batches, std::vector<int>& inputs, std::vector<int>& targets) {
-  const int B = val.B(), T = val.T();
-  const size_t N = static_cast<size_t>(B) * T;
-  if (inputs.size() < N) inputs.resize(N);
-  if (targets.size() < N) targets.resize(N);
-  val.set_position({0, 0});
-  double sum = 0;
-  for (int i = 0; i < batches; i++) {
-    val.next_batch(inputs.data(), targets.data());
-    sum += model.forward(inputs.data(), targets.data(), B, T);
-  }
-  return static_cast<float>(sum / batches);
+float eval_loss(Trainer& trainer, DataLoader& val, int batches) {
+  if (trainer.needs_tokens()) val.set_position({0, 0});
+  return trainer.eval_loss(batches, [&](int* inputs, int* targets) { val.next_batch(inputs, targets); });
 }
 
 }  // namespace ms

@@ -1,16 +1,17 @@
 // evaluation: the validation loss of a model: the mean loss over the first `batches` micro-batches
 // of a loader, read from its beginning every time (so evaluations at different steps compare).
-// Forward only: gradients and the loader's training position elsewhere are untouched.
+// Forward only: gradients and the loader's training position elsewhere are untouched. With
+// pipeline parallelism the micro-batches flow through the stages (Trainer::eval_loss); stages that
+// use no tokens never read the loader.
 #pragma once
-#include <vector>
 
 namespace ms {
 
 class DataLoader;
-class GPT;
+class Trainer;
 
-// Mean loss of model over `batches` micro-batches (B x T, the loader's shape) from val's start.
-// inputs/targets: scratch of at least B*T ids each.
-float eval_loss(GPT& model, DataLoader& val, int batches, std::vector<int>& inputs, std::vector<int>& targets);
+// Mean loss of the trainer's model over `batches` micro-batches (B x T, the loader's shape) from
+// val's start, the same on every rank; every rank of the job calls it.
+float eval_loss(Trainer& trainer, DataLoader& val, int batches);
 
 }  // namespace ms

@@ -47,11 +47,13 @@ void RunLog::step(const StepRecord& r) {
                       {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_seconds * 1e3}, {"mfu", r.mfu}};
   if (r.comm_exposed_ms >= 0) j["comm_exposed_ms"] = r.comm_exposed_ms;
   if (r.tp_exposed_ms >= 0) j["tp_exposed_ms"] = r.tp_exposed_ms;
+  if (r.pp_wait_ms >= 0) j["pp_wait_ms"] = r.pp_wait_ms, j["pp_idle"] = r.pp_idle;
   write_line(j);
   std::string stats = fmt::format("loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | MFU {:.1f}%",
                                   r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3, r.mfu * 100);
   if (r.comm_exposed_ms >= 0) stats += fmt::format(" | comm {:.0f} ms exposed", r.comm_exposed_ms);
   if (r.tp_exposed_ms >= 0) stats += fmt::format(" | tp {:.0f} ms exposed", r.tp_exposed_ms);
+  if (r.pp_wait_ms >= 0) stats += fmt::format(" | pp {:.0f} ms waited, {:.0f}% idle", r.pp_wait_ms, r.pp_idle * 100);
   if (bar_) {
     double elapsed = since_start_.seconds();
     double eta = r.step > 0 ? elapsed / r.step * (r.total_steps - r.step) : 0;

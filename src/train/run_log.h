@@ -20,6 +20,8 @@ struct StepRecord {
   double step_seconds = 0, tokens_per_s = 0, mfu = 0;
   double comm_exposed_ms = -1;  // data parallel: time the step waited on communication (-1: none)
   double tp_exposed_ms = -1;    // tensor parallel: time the step waited on the TP group (-1: none)
+  double pp_wait_ms = -1;       // pipeline: time rank 0's stage waited on sends / receives (-1: none)
+  double pp_idle = -1;          // pipeline: rank 0's idle fraction of the step, 1 - compute / step (-1: none)
 };
 
 class RunLog {

@@ -114,8 +114,18 @@ TEST(DpLayout, ResolveAgainstWorldSize) {
   f.parallel.tp = 5;  // does not divide the heads
   ms::testing::expect_error([&] { f.validate(); }, {"parallel.tp=5 does not divide model.n_head"});
   Config p = c;
-  p.parallel.pp = 2;  // pipeline parallelism comes with its own issue
-  EXPECT_THROW(p.validate(), Error);
+  p.parallel.pp = 2;
+  p.parallel.virtual_stages = 2;  // needs the interleaved schedule
+  ms::testing::expect_error([&] { p.validate(); }, {"parallel.virtual_stages=2 needs parallel.schedule='interleaved'"});
+  p.parallel.schedule = PipelineScheduleKind::kInterleaved;
+  p.model.n_layer = 6;  // not divisible by 2 x 2 chunks
+  ms::testing::expect_error([&] { p.validate(); }, {"model.n_layer=6 is not divisible by parallel.pp=2 x parallel.virtual_stages=2"});
+  p.model.n_layer = 4;
+  p.train.grad_accum = 3;  // interleaving needs a multiple of pp micro-batches
+  p.train.global_batch = 0;
+  ms::testing::expect_error([&] { p.validate(); }, {"train.grad_accum=3", "not a multiple of parallel.pp=2"});
+  p.train.grad_accum = 4;
+  EXPECT_NO_THROW(p.validate());
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ RsEnqueues rs_enqueues(const std::string& trace_path) {
     if (e.value("ph", "") != "X") continue;
     const std::string name = e["name"];
     const double ts = e["ts"], dur = e["dur"];
-    if (name == "backward") backward.push_back({ts, ts + dur});
+    if (name.rfind("backward", 0) == 0) backward.push_back({ts, ts + dur});
     if (name.rfind("reduce_scatter", 0) == 0) enq.push_back(ts - e["args"]["queued_us"].get<double>());
   }
   RsEnqueues r;

@@ -107,8 +107,8 @@ TpCounts tp_counts(const std::string& trace_path) {
     if (e.value("ph", "") != "X") continue;
     const std::string name = e["name"];
     const double ts = e["ts"], dur = e["dur"];
-    if (name == "forward") fwd.push_back({ts, ts + dur});
-    if (name == "backward") bwd.push_back({ts, ts + dur});
+    if (name.rfind("forward", 0) == 0) fwd.push_back({ts, ts + dur});
+    if (name.rfind("backward", 0) == 0) bwd.push_back({ts, ts + dur});
     if (name.find(" tp[") != std::string::npos) ops.push_back({name.substr(0, name.find(' ')), ts - e["args"]["queued_us"].get<double>()});
   }
   auto inside = [](double t, const std::vector<std::pair<double, double>>& spans) {

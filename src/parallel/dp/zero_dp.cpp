@@ -97,7 +97,19 @@ void ZeroDataParallel::on_grad_ready(size_t lo, size_t hi) {
   last_ready_lo_ = lo;
   if (!armed_ || !overlap_) return;
   const auto& bk = layout_.buckets();
-  while (next_rs_ < bk.size() && bk[next_rs_].start >= lo) start_grad_reduce_scatter(next_rs_++);
+  while (next_rs_ < bk.size() && bk[next_rs_].start >= lo && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);
+}
+
+void ZeroDataParallel::set_deferred_prefix(size_t hi, std::function<void(float*)> combine) {
+  MS_CHECK(hi <= layout_.numel(), "ZeRO-2: deferred prefix [0, {}) outside the {} gradients", hi, layout_.numel());
+  // Deferred buckets must be the tail of the backward order (so the others may start before them):
+  // once a bucket is deferred, every later one (lower offsets) is too.
+  const auto& bk = layout_.buckets();
+  for (size_t b = 1; b < bk.size(); b++)
+    MS_CHECK(!(bk[b - 1].start < hi) || bk[b].start < hi, "ZeRO-2: deferred bucket {} is followed by bucket {}, "
+             "which is not", b - 1, b);
+  deferred_hi_ = hi;
+  combine_ = std::move(combine);
 }
 
 void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
@@ -115,7 +127,12 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
 
 void ZeroDataParallel::finish_grad_reduce_scatter() {
   const size_t nb = layout_.buckets().size();
-  while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
+  while (next_rs_ < nb && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
+  if (next_rs_ < nb && combine_) {
+    TraceScope span("combine deferred gradients");
+    combine_(model_.grads());
+  }
+  while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);
   for (size_t b = 0; b < nb; b++) exposed_s_ += wait_timed(rs_[b], "wait reduce_scatter");
   next_rs_ = 0;
   armed_ = false;

@@ -38,6 +38,11 @@ class ZeroDataParallel {
   // Before the backward of micro-batch a of A: only the last one's gradients are reduced.
   void arm_backward(bool last_micro_batch) { armed_ = last_micro_batch; }
   void finish_grad_reduce_scatter();
+  // Gradients of [0, hi) that must first be combined with another group's (pipeline parallelism:
+  // the tied token embedding's copy on the first / last stage, summed over the embedding group):
+  // the buckets reaching below hi — the last ones in backward order, asserted — are not started
+  // during backward; finish_grad_reduce_scatter calls combine(model gradients) and then starts them.
+  void set_deferred_prefix(size_t hi, std::function<void(float* grads)> combine);
   // Sum of squares of the whole reduced gradient (all ranks' shards); with `counted` (one flag per
   // model tensor), only of the tensors flagged.
   double grad_sq_sum(const std::vector<char>* counted = nullptr);
@@ -86,6 +91,9 @@ class ZeroDataParallel {
   std::vector<double> sums_in_, sums_out_;  // LAMB norms per tensor (w then r)
   RankOrderSum rank_sum_;
   TensorNormReduce tensor_norm_reduce_;
+  size_t deferred_hi_ = 0;                    // buckets with start < deferred_hi_ wait for combine_
+  std::function<void(float*)> combine_;
+  bool deferred(size_t b) const { return layout_.buckets()[b].start < deferred_hi_; }
 };
 
 }  // namespace ms

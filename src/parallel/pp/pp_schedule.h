@@ -20,12 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "config/config_enum.h"  // MS_CONFIG_ENUM
+#include "config/parallel_config.h"  // PipelineScheduleKind
 
 namespace ms {
-
-enum class PipelineScheduleKind : uint8_t { k1F1B, kInterleaved };
-MS_CONFIG_ENUM(PipelineScheduleKind, {PipelineScheduleKind::k1F1B, "1f1b"}, {PipelineScheduleKind::kInterleaved, "interleaved"})
 
 struct ScheduleSpec {
   PipelineScheduleKind kind = PipelineScheduleKind::k1F1B;

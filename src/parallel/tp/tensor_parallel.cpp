@@ -75,10 +75,13 @@ std::vector<float> TensorParallel::gather_full_params() {
   std::vector<float> all(local * P);
   const float* mine = static_cast<const GPT&>(model_).params();
   comm_.all_gather(mine, all.data(), local, DType::kF32);
-  const ParamLayout full = build_param_layout(model_cfg_);
+  const ModelShard& sh = model_.shard();
+  ModelShard chunk;  // the same layers, not split over tensor-parallel ranks
+  chunk.layer_begin = sh.layer_begin, chunk.layer_end = sh.layer_end;
+  const ParamLayout full = build_param_layout(model_cfg_, chunk);
   std::vector<float> out(full.total);
   const auto& specs = model_.param_specs();
-  MS_CHECK(specs.size() == full.specs.size(), "tensor parallel: {} local tensors, {} in the whole model", specs.size(),
+  MS_CHECK(specs.size() == full.specs.size(), "tensor parallel: {} local tensors, {} in the whole chunk", specs.size(),
            full.specs.size());
   for (size_t i = 0; i < specs.size(); i++)
     for (int r = 0; r < P; r++) {

@@ -52,7 +52,8 @@ class TensorParallel {
   // data-parallel reduction); sharded tensors become the sum over the group, replicated stay.
   void reduce_tensor_norms(double* w_sq, double* r_sq);
 
-  // The whole model's parameters (build_param_layout(cfg.model) order), on every rank of the group.
+  // The model's parameters not split over the group (build_param_layout(cfg.model, the same layers)
+  // order: the whole model unless a pipeline chunk), on every rank of the group.
   std::vector<float> gather_full_params();
 
   double exposed_seconds() const { return regions_->exposed_seconds() + exposed_s_; }
