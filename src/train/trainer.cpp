@@ -97,7 +97,8 @@ Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communic
       }
     }
   }
-  stage_exec_ = std::make_unique<PipelineStage>(models, pp_, sch, cfg.train.batch_size, cfg.train.seq_len);
+  stage_exec_ = std::make_unique<PipelineStage>(models, pp_, sch, cfg.train.batch_size, cfg.train.seq_len,
+                                                cfg.parallel.pp_decoupled);
   if (pp_) pp_sum_ = std::make_unique<RankOrderSum>(*pp_, 1);
 }
 

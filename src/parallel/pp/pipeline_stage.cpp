@@ -32,9 +32,10 @@ std::vector<int> activation_slots_needed(const PipelineSchedule& sch, int stage)
   return most;
 }
 
-PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const PipelineSchedule& sch, int B, int T)
+PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const PipelineSchedule& sch, int B, int T,
+                             bool decoupled)
     : chunks_(std::move(chunks)), pp_(pp), sch_(sch), P_(sch.spec.stages), stage_(pp ? pp->rank() : 0),
-      m_(sch.spec.micro_batches), B_(B), T_(T) {
+      m_(sch.spec.micro_batches), B_(B), T_(T), decoupled_(decoupled) {
   const int v = sch.spec.virtual_stages;
   MS_CHECK(static_cast<int>(chunks_.size()) == v, "pipeline: {} model chunks for {} virtual stages", chunks_.size(), v);
   MS_CHECK(P_ == 1 || (pp && pp->size() == P_), "pipeline: the pp group has {} ranks, the schedule {} stages",
@@ -177,13 +178,19 @@ double PipelineStage::run_step(float dloss, const Tokens& tokens, const BeforeBa
   for (const PpOp& op : sch_.stages[stage_].ops) {
     switch (op.kind) {
       case PpOpKind::kPostRecv: post_recv(op); break;
-      case PpOpKind::kPostSend: post_send(op); break;
-      case PpOpKind::kWaitSend: wait_send(op); break;
+      case PpOpKind::kPostSend:
+        post_send(op);
+        if (!decoupled_) unwaited_.push_back(op);
+        break;
+      case PpOpKind::kWaitSend:
+        if (decoupled_) wait_send(op);
+        break;
       case PpOpKind::kForward: {
         GPT& chunk = *chunks_[op.chunk];
         const int g = global_chunk(op.chunk);
         chunk.select_slot(take_slot(op.mb, op.chunk));
         if (g > 0) wait_s_ += wait(recv_of(Payload::kActivation, op.mb, op.chunk), "pp wait recv activation");
+        wait_paired_sends();
         const bool first = g == 0, head = g == G - 1;
         if (first || head) fetch_tokens(op.mb, tokens);
         const std::string_view name = span_name(op);
@@ -206,6 +213,7 @@ double PipelineStage::run_step(float dloss, const Tokens& tokens, const BeforeBa
           wait_s_ += wait(recv_of(Payload::kGradient, op.mb, op.chunk), "pp wait recv gradient");
           dout = grad_in_[op.chunk].data();
         }
+        wait_paired_sends();
         if (before_backward) before_backward(op.chunk, op.mb);
         const std::string_view name = span_name(op);
         const Stopwatch w;
@@ -220,7 +228,13 @@ double PipelineStage::run_step(float dloss, const Tokens& tokens, const BeforeBa
       }
     }
   }
+  wait_paired_sends();
   return loss;
+}
+
+void PipelineStage::wait_paired_sends() {
+  for (const PpOp& op : unwaited_) wait_send(op);
+  unwaited_.clear();
 }
 
 double PipelineStage::run_forward_only(int m, const Tokens& tokens) {

@@ -36,7 +36,11 @@ class PipelineStage {
  public:
   // chunks: local chunk c is global chunk c*P + stage (P = sch.spec.stages); pp: the pipeline group
   // (group rank = stage; nullptr when P == 1). B, T: micro-batch shape. Not owned.
-  PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const PipelineSchedule& sch, int B, int T);
+  // decoupled = false pairs each send with the next receive (Megatron's send_forward_recv_backward):
+  // the sends posted since the last computation are waited on together with the receive the next
+  // computation needs, before it starts (to measure what decoupling hides).
+  PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const PipelineSchedule& sch, int B, int T,
+                bool decoupled = true);
   ~PipelineStage();  // waits for sends and receives still in flight (after a failure)
 
   // tokens(mb, inputs, targets): fills micro-batch mb's B*T ids each (called in mb order on the stages
@@ -73,6 +77,7 @@ class PipelineStage {
   void post_send(const PpOp& op);
   void wait_send(const PpOp& op);
   double wait(Inflight& f, const char* what);
+  void wait_paired_sends();  // decoupled = false: the sends posted since the last computation
   std::string_view span_name(const PpOp& op) const {
     return span_names_[((op.kind == PpOpKind::kForward ? 0 : 1) * static_cast<size_t>(m_) + op.mb) * chunks_.size() + op.chunk];
   }
@@ -83,6 +88,8 @@ class PipelineStage {
   int P_, stage_, m_, B_, T_;
   size_t rows_ = 0, C_ = 0;  // n x C: one activation (or gradient) message, in floats
   bool first_ = false, last_ = false;  // holds global chunk 0 / the last chunk
+  bool decoupled_ = true;
+  std::vector<PpOp> unwaited_;  // decoupled = false: sends posted, waited on before the next computation
   std::vector<std::vector<int>> free_slots_;   // per chunk
   std::vector<int> slot_;                      // (mb, chunk) -> activation slot, -1 = none
   std::vector<Inflight> recvs_, sends_;        // per (payload, mb, chunk)
