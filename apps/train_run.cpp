@@ -114,6 +114,7 @@ float run_training(const Config& cfg_in) {
 
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
   float last = 0;
+  double idle_sum = 0, pp_wait_sum = 0;  // pipeline: this rank's idle fraction and waits, steps after the first
   for (int step = 1; step <= cfg.train.steps; step++) {
     StepStats s;
     try {
@@ -137,7 +138,10 @@ float run_training(const Config& cfg_in) {
     r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
     if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
     if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
-    if (cfg.parallel.pp > 1) r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
+    if (cfg.parallel.pp > 1) {
+      r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
+      if (step > 1) idle_sum += r.pp_idle, pp_wait_sum += r.pp_wait_ms;
+    }
     log.step(r);
     last = s.loss;
     bool eval_now = val && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
@@ -147,6 +151,19 @@ float run_training(const Config& cfg_in) {
     }
   }
   trainer.sync_params();
+  if (cfg.parallel.pp > 1 && cfg.train.steps > 1) {
+    // Each stage's mean idle fraction (1 - compute / step time) and pipeline waits, gathered over the
+    // pipeline group, against the closed form of the schedule's bubble, (p - 1) / (v m).
+    const int P = cfg.parallel.pp, n = cfg.train.steps - 1;
+    const float mine[2] = {static_cast<float>(idle_sum / n), static_cast<float>(pp_wait_sum / n)};
+    std::vector<float> all(2 * P);
+    grid->pp().all_gather(mine, all.data(), 2, DType::kF32);
+    std::string per;
+    for (int s = 0; s < P; s++) per += fmt::format("{}stage {}: {:.1f}% idle, {:.1f} ms waited", s ? "; " : "", s, all[2 * s] * 100, all[2 * s + 1]);
+    const int v = trainer.num_chunks(), m = cfg.train.grad_accum;
+    log.message("pipeline", fmt::format("mean over steps 2..{}: {} (closed-form bubble (p-1)/(v m) = {:.1f}%)",
+                                        cfg.train.steps, per, 100.0 * (P - 1) / (v * m)));
+  }
   if (cfg.parallel.trace) {
     fs::create_directories(out_dir);
     const std::string path = fmt::format("{}/trace_rank{}.json", out_dir, rank);
