@@ -4,11 +4,15 @@
 // (2x1x2, 1x2x2, 2x2x2); per-step losses within 1e-5 relative and final weights (the exported whole
 // model, gathered over the pipeline) within 3e-5 relative L2. test_slow_pp_equivalence runs every
 // block x attention x optimizer variant on every layout and both engines.
-// Also: a stage whose neighbour dies mid-step ends with a named error within parallel.timeout_s.
+// The 2x2x2 run's trace shows the schedule's spans and its pipeline sends/receives, some in flight
+// during computation. Also: a stage whose neighbour dies mid-step ends with a named error within parallel.timeout_s.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/layout_runs.h"
 #include "common/processes.h"
@@ -49,8 +53,36 @@ TEST_F(PpEquivalence, ComposedWithDataAndTensorParallelism) {
   expect_follows("ref_par", "mpi_dp2pp2");
   g->train(launch(4), "gloo_tp2pp2_int", v + pp_layout(1, 2, 2, true));
   expect_follows("ref_par", "gloo_tp2pp2_int");
-  g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true));
+  g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true) + " --parallel.trace=true");
   expect_follows("ref_par", "gloo_2x2x2");
+  // Rank 0's trace (stage 0 of 2, chunks 0 and 1 = global chunks 0 and 2; 2 micro-batches per step):
+  // the schedule's spans, and its sends and receives on the pp group, some of them in flight while
+  // the stage computes (decoupled: posted, then waited on later).
+  const auto trace = nlohmann::json::parse(slurp(g->dir() + "/gloo_2x2x2/trace_rank0.json"));
+  std::vector<std::pair<double, double>> compute, p2p;
+  size_t fwd = 0, bwd = 0, sends = 0, recvs = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    const std::string name = e["name"];
+    const double ts = e["ts"], end = ts + e["dur"].get<double>();
+    if (name.rfind("forward ", 0) == 0) fwd++, compute.push_back({ts, end});
+    if (name.rfind("backward ", 0) == 0) bwd++, compute.push_back({ts, end});
+    const bool send = name.rfind("send pp[", 0) == 0, recv = name.rfind("recv pp[", 0) == 0;
+    if (send || recv) sends += send, recvs += recv, p2p.push_back({ts, end});
+  }
+  EXPECT_EQ(fwd, 6u * 4) << "6 steps x 2 micro-batches x 2 chunks";
+  EXPECT_EQ(bwd, 6u * 4);
+  // Per step: activations of chunks 0 and 2 to stage 1 (4), the gradient of chunk 2 (2); receives:
+  // the activation into chunk 2 (2), gradients into chunks 0 and 2 (4). Then the validation after
+  // the last step, forward only over 2 micro-batches: 4 activation sends, 2 receives.
+  EXPECT_EQ(sends, 6u * 6 + 4);
+  EXPECT_EQ(recvs, 6u * 6 + 2);
+  size_t overlapping = 0;
+  for (const auto& [a, b] : p2p)
+    for (const auto& [c, d] : compute)
+      if (a < d && c < b) { overlapping++; break; }
+  EXPECT_GT(overlapping, 0u) << "no pipeline send/recv was in flight during a computation";
+  std::printf("rank 0: %zu of %zu pipeline sends/receives overlap a computation\n", overlapping, p2p.size());
 }
 
 // Two ranks started by hand (no launcher that would stop the survivor for us): once rank 0 has
