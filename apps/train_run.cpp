@@ -11,12 +11,14 @@
 #include <fmt/format.h>  // fmt::format
 
 #include "base/atomic_file.h"     // write_file_atomic
+#include "base/check.h"           // MS_CHECK
 #include "base/log.h"             // logger
 #include "base/thread_pin.h"      // pin_omp_threads
 #include "comm/comm_env.h"        // CommEnv
 #include "comm/rank_grid.h"       // RankGrid
 #include "comm/world.h"           // init_world
 #include "data/dataloader.h"      // DataLoader
+#include "data/shared_batches.h"  // MachineBatchFeed
 #include "data/tokenizer.h"       // Gpt2Tokenizer
 #include "app_paths.h"            // tokenizer_dir_or_default
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
@@ -61,10 +63,21 @@ float run_training(const Config& cfg_in) {
   RunLog log(out_dir, cfg.train.progress, /*silent=*/rank != 0);
   const int B = cfg.train.batch_size, T = cfg.train.seq_len;
 
-  // Data first: every shard is validated before any compute.
-  DataLoader train(std::vector<std::string>{cfg.data.train}, B, T, cfg.model.vocab_size,
-                   static_cast<uint64_t>(cfg.train.seed), cfg.data.shuffle, "data.train");
-  if (dp > 1) train.set_dp_slice(dp_rank, dp);
+  // Data first: one loader per machine (local rank 0 validates the shards and prepares every
+  // micro-batch into shared memory); the ranks that use tokens (pipeline stages with the first or
+  // the last chunk) read their data-parallel slice from it.
+  const int stage = grid ? grid->coord().pp : 0;
+  MachineFeedOptions feed_opt;
+  feed_opt.paths = {cfg.data.train};
+  feed_opt.B = B, feed_opt.T = T, feed_opt.vocab_size = cfg.model.vocab_size;
+  feed_opt.seed = static_cast<uint64_t>(cfg.train.seed), feed_opt.shuffle = cfg.data.shuffle;
+  feed_opt.name = "data.train";
+  feed_opt.dp = dp, feed_opt.dp_rank = dp_rank;
+  feed_opt.needs_tokens = stage == 0 || stage == cfg.parallel.pp - 1;
+  feed_opt.local_rank = env.local_rank, feed_opt.local_world_size = env.local_world_size;
+  feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string();
+  feed_opt.timeout_s = cfg.data.loader_timeout_s;
+  MachineBatchFeed train(feed_opt);
   std::unique_ptr<DataLoader> val;
   if (!cfg.data.val.empty())
     val = std::make_unique<DataLoader>(std::vector<std::string>{cfg.data.val}, B, T, cfg.model.vocab_size,
@@ -74,6 +87,8 @@ float run_training(const Config& cfg_in) {
 
   Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr, grid ? &grid->pp() : nullptr,
                   grid ? grid->embedding() : nullptr);
+  MS_CHECK(trainer.needs_tokens() == feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
+           "whether this stage reads tokens", rank);
   GPT& model = trainer.model();
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
@@ -107,7 +122,8 @@ float run_training(const Config& cfg_in) {
       cfg.model.attention == AttentionKind::kSliding ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
       config_name(cfg.optim.name), B, T, cfg.train.grad_accum, dp, B * T * cfg.train.grad_accum * dp, threads,
       dtype_name(cfg.train.precision)));
-  log.message("data", fmt::format("train: {} samples of {} tokens{}", train.num_samples(), T + 1,
+  log.message("data", fmt::format("train: {} samples of {} tokens, one loader per machine (shared memory {}){}",
+                                  train.num_samples(), T + 1, train.segment(),
                                   val ? fmt::format("; val: {} samples, {} batches per evaluation", val->num_samples(), eval_batches) : ""));
   log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
                                   bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
@@ -151,6 +167,9 @@ float run_training(const Config& cfg_in) {
     }
   }
   trainer.sync_params();
+  log.message("data", fmt::format("this machine's loader read {} samples from the token files ({} per step for "
+                                  "the whole data-parallel group, plus up to 4 micro-batches read ahead)",
+                                  train.samples_read(), static_cast<uint64_t>(B) * cfg.train.grad_accum * dp));
   if (cfg.parallel.pp > 1 && cfg.train.steps > 1) {
     // Each stage's mean idle fraction (1 - compute / step time) and pipeline waits, gathered over the
     // pipeline group, against the closed form of the schedule's bubble, (p - 1) / (v m).

@@ -167,6 +167,7 @@ uint64_t TokenDataset::num_samples(int T) const {
 }
 
 void TokenDataset::read_sample(uint64_t id, int T, int* inputs, int* targets) const {
+  samples_read_++;
   for (const auto& s : sources_) {
     uint64_t n = s->num_tokens() > 0 ? (s->num_tokens() - 1) / T : 0;
     if (id < n) {

@@ -1,0 +1,207 @@
+// test_shared_batches: the per-machine data loader (data/shared_batches.h). In one process: every
+// data-parallel slice equals DataLoader with set_dp_slice, across epoch boundaries. With forked
+// "local ranks" (rank 0 hosts the producer; one rank needs no tokens): the same batches on every
+// consumer, the files read once per machine (the producer's count, not once per rank); a stalled or
+// killed producer named within the timeout; nothing left in /dev/shm afterwards, also after a
+// SIGKILLed or SIGTERMed rank; a planted stale segment replaced.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/test_util.h"
+#include "data/dataloader.h"
+#include "data/shared_batches.h"
+#include "data/token_shard.h"
+
+using namespace ms;
+
+namespace {
+
+constexpr int kB = 2, kT = 8, kV = 300;
+
+class SharedBatches : public ms::testing::TempDirTest {
+ protected:
+  const char* tag() const override { return "ms_shm"; }
+  void SetUp() override {
+    TempDirTest::SetUp();
+    std::vector<uint16_t> t(1000);  // 124 samples of 8: several epochs in a test
+    for (size_t i = 0; i < t.size(); i++) t[i] = static_cast<uint16_t>((i * 7 + 3) % kV);
+    write_token_shard(path("train.bin"), t);
+  }
+  MachineFeedOptions options(int dp, int dp_rank, int local_rank, int local_world, const std::string& job) const {
+    MachineFeedOptions o;
+    o.paths = {path("train.bin")};
+    o.B = kB, o.T = kT, o.vocab_size = kV, o.seed = 11, o.shuffle = true;
+    o.dp = dp, o.dp_rank = dp_rank, o.local_rank = local_rank, o.local_world_size = local_world;
+    o.job_key = dir_.string() + job;
+    o.timeout_s = 2;
+    return o;
+  }
+  // Whether DataLoader's slice dp_rank of dp gives the same n micro-batches as next(in, tg).
+  bool same_as_loader(int dp, int dp_rank, int n, const std::function<void(int*, int*)>& next) const {
+    DataLoader ref({path("train.bin")}, kB, kT, kV, 11, true, "ref", false);
+    ref.set_dp_slice(dp_rank, dp);
+    std::vector<int> a(kB * kT), b(kB * kT), c(kB * kT), d(kB * kT);
+    for (int i = 0; i < n; i++) {
+      ref.next_batch(a.data(), b.data());
+      next(c.data(), d.data());
+      if (a != c || b != d) return false;
+    }
+    return true;
+  }
+  static std::string shm_path(const MachineBatchFeed& f) { return "/dev/shm" + f.segment(); }
+};
+
+int child(const std::function<int()>& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: %s\n", e.what());
+    return 3;
+  }
+}
+
+pid_t fork_child(const std::function<int()>& fn) {
+  const pid_t p = fork();
+  if (p == 0) _exit(child(fn));
+  return p;
+}
+
+int wait_code(pid_t p) {
+  int st = 0;
+  waitpid(p, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+TEST_F(SharedBatches, EverySliceEqualsTheDataLoaderAcrossEpochs) {
+  for (int r = 0; r < 3; r++) {
+    MachineBatchFeed f(options(3, r, 0, 1, "single" + std::to_string(r)));
+    EXPECT_EQ(f.num_samples(), 124u);
+    // 124 samples / (3 x 2) per micro-batch: epochs roll over inside the 50 micro-batches.
+    EXPECT_TRUE(same_as_loader(3, r, 50, [&](int* i, int* t) { f.next_batch(i, t); })) << "dp rank " << r;
+    EXPECT_FALSE(std::filesystem::exists(shm_path(f))) << "the name must be gone once attached";
+  }
+}
+
+TEST_F(SharedBatches, ForkedRanksReadOnceAndLeaveNothingBehind) {
+  // Plant a stale segment under the job's name (an earlier crash): it must be replaced.
+  const std::string job = "forked";
+  std::string planted;
+  {
+    // The segment name is a hash of the job key: create a feed under the same key once to learn it.
+    MachineBatchFeed probe(options(2, 0, 0, 1, job));
+    planted = shm_path(probe);
+  }
+  std::ofstream(planted) << "garbage from an earlier crash";
+  ASSERT_TRUE(std::filesystem::exists(planted));
+  const int n = 20;
+  std::vector<pid_t> kids;
+  for (int r = 0; r < 3; r++)
+    kids.push_back(fork_child([&, r] {
+      const bool needs = r < 2;  // local rank 2: a middle pipeline stage
+      MachineFeedOptions o = options(2, needs ? r : 0, r, 3, job);
+      o.needs_tokens = needs;
+      MachineBatchFeed f(o);
+      if (!needs) return 0;
+      if (!same_as_loader(2, r, n, [&](int* i, int* t) { f.next_batch(i, t); })) return 1;
+      // Read from the files by the producer only: n micro-batches of dp x B samples, plus at most
+      // the ring it runs ahead — one reader per machine, not one per rank.
+      const uint64_t read = f.samples_read();
+      if (read < static_cast<uint64_t>(n) * 2 * kB || read > static_cast<uint64_t>(n + 4) * 2 * kB) return 2;
+      return 0;
+    }));
+  for (int r = 0; r < 3; r++) EXPECT_EQ(wait_code(kids[r]), 0) << "local rank " << r;
+  EXPECT_FALSE(std::filesystem::exists(planted)) << "segment left in /dev/shm";
+}
+
+TEST_F(SharedBatches, AStalledOrDeadProducerIsNamedWithinTheTimeout) {
+  // Stalled: the producer (local rank 0) stops after 3 micro-batches; local rank 1 must fail on the 4th.
+  {
+    pid_t p0 = fork_child([&] {
+      MachineFeedOptions o = options(1, 0, 0, 2, "stall");
+      o.stall_after = 3;
+      MachineBatchFeed f(o);
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      return 0;
+    });
+    pid_t p1 = fork_child([&] {
+      MachineFeedOptions o = options(1, 0, 1, 2, "stall");
+      MachineBatchFeed f(o);
+      std::vector<int> in(kB * kT), tg(kB * kT);
+      for (int i = 0; i < 3; i++) f.next_batch(in.data(), tg.data());
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        f.next_batch(in.data(), tg.data());
+      } catch (const Error& e) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::string w = e.what();
+        return w.find("data loader") != std::string::npos && w.find("stalled") != std::string::npos && s < 4 ? 0 : 5;
+      }
+      return 6;
+    });
+    EXPECT_EQ(wait_code(p1), 0);
+    kill(p0, SIGKILL);
+    wait_code(p0);
+  }
+  // Dead: the producer's process is SIGKILLed after attaching; the consumer names it at once.
+  {
+    pid_t p0 = fork_child([&] {
+      MachineFeedOptions o = options(1, 0, 0, 2, "dead");
+      o.stall_after = 1;
+      MachineBatchFeed f(o);
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;
+    });
+    int pipefd[2];
+    ASSERT_EQ(pipe(pipefd), 0);
+    pid_t p1 = fork_child([&] {
+      close(pipefd[0]);
+      MachineBatchFeed f(options(1, 0, 1, 2, "dead"));
+      std::vector<int> in(kB * kT), tg(kB * kT);
+      f.next_batch(in.data(), tg.data());
+      if (write(pipefd[1], "x", 1) != 1) return 7;
+      try {
+        f.next_batch(in.data(), tg.data());
+      } catch (const Error& e) {
+        const std::string w = e.what();
+        return w.find("data loader") != std::string::npos && w.find("gone") != std::string::npos ? 0 : 5;
+      }
+      return 6;
+    });
+    close(pipefd[1]);
+    char c;
+    ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+    close(pipefd[0]);
+    kill(p0, SIGKILL);
+    EXPECT_EQ(wait_code(p0), 100 + SIGKILL);
+    EXPECT_EQ(wait_code(p1), 0);
+  }
+  // A rank SIGTERMed while the others have not attached yet (the attach window): the handler
+  // removes the name.
+  {
+    MachineFeedOptions o = options(1, 0, 0, 2, "term");
+    o.timeout_s = 30;
+    std::string seg = "/dev/shm" + MachineBatchFeed(options(1, 0, 0, 1, "term")).segment();
+    pid_t p0 = fork_child([&] {
+      MachineBatchFeed f(o);  // waits for local rank 1, which never comes
+      return 0;
+    });
+    for (int i = 0; i < 500 && !std::filesystem::exists(seg); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(std::filesystem::exists(seg));
+    kill(p0, SIGTERM);
+    EXPECT_EQ(wait_code(p0), 100 + SIGTERM);
+    EXPECT_FALSE(std::filesystem::exists(seg)) << "SIGTERM left the segment behind";
+  }
+}
+
+}  // namespace
