@@ -1,6 +1,8 @@
 // dataloader: path expansion, validated token sources, seeded sample order, prefetching loader.
 #include "data/dataloader.h"
 
+#include "data/shard_meta.h"  // shard_verified_by_meta
+
 #include <algorithm>   // std::sort, std::upper_bound, std::copy
 #include <filesystem>  // std::filesystem
 #include <glob.h>      // glob, globfree
@@ -35,7 +37,10 @@ bool is_megatron_bin(const std::string& p) {
 
 class ShardSource final : public TokenSource {
  public:
-  ShardSource(const std::string& path, int vocab_size) : shard_(path) { shard_.validate(vocab_size); }
+  // Validated once: by prepare's checksum in meta.json when it lists the shard, else every id.
+  ShardSource(const std::string& path, int vocab_size) : shard_(path) {
+    if (!shard_verified_by_meta(shard_, vocab_size)) shard_.validate(vocab_size);
+  }
   const std::string& path() const override { return shard_.path(); }
   const char* kind() const override { return "llm.c"; }
   uint64_t num_tokens() const override { return shard_.num_tokens(); }

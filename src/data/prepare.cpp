@@ -2,6 +2,8 @@
 // pipeline; the Brown reader is brown.cpp). Every file written goes through write_file_atomic.
 #include "data/prepare.h"
 
+#include "data/shard_meta.h"  // record_shard_checksums
+
 #include <algorithm>   // std::sort, std::min
 #include <cmath>       // std::floor, std::log2, std::log
 #include <cstdio>      // std::fflush
@@ -230,6 +232,8 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
                  {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
   meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
   meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
+  record_shard_checksums(meta, res.train_shards);  // validate once: loaders check these, not every id
+  record_shard_checksums(meta, res.val_shards);
   const std::string meta_text = meta.dump(2) + "\n";
   write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta_text);
 

