@@ -44,14 +44,7 @@ echo "bench_pp: $CPU, $(nproc) cores; results -> $OUTDIR"
 
 B=2; T=128
 DATA="$OUTDIR/train.bin"
-"$PY" - "$DATA" $(( (STEPS + 2) * 16 * B * (T + 1) + 4096 )) <<'PYEOF'
-import random, struct, sys
-path, n = sys.argv[1], int(sys.argv[2])
-rng = random.Random(5)
-with open(path, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack("<%dH" % n, *(rng.randrange(1024) for _ in range(n))))
-PYEOF
+"$PY" "$ROOT/bench/random_shard.py" "$DATA" $(( (STEPS + 2) * 16 * B * (T + 1) + 4096 )) 1024
 cat >"$OUTDIR/cfg.toml" <<EOF
 [model]
 n_layer = 8

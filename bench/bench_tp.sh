@@ -110,14 +110,7 @@ echo "bench_tp: mode=$MODE, tp=$TP, engines=$ENGINES, tp_chunks=$CHUNKS, $STEPS 
 # Random tokens (the step time does not depend on them): an llm.c shard, 1024-byte header of 256
 # little-endian int32 [20240520, 1, count, 0...] then uint16 tokens.
 DATA="$OUTDIR/train.bin"
-"$PY" - "$DATA" $(( (STEPS + 2) * BATCH * (SEQ + 1) * 2 + 4096 )) <<'PYEOF'
-import random, struct, sys
-path, n = sys.argv[1], int(sys.argv[2])
-rng = random.Random(5)
-with open(path, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack("<%dH" % n, *(rng.randrange(50257) for _ in range(n))))
-PYEOF
+"$PY" "$ROOT/bench/random_shard.py" "$DATA" $(( (STEPS + 2) * BATCH * (SEQ + 1) * 2 + 4096 )) 50257
 
 # Each rank runs under /usr/bin/time, writing its own file (the rank from mpirun's or the launcher's env).
 WRAP="$OUTDIR/rank_time.sh"

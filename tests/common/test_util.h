@@ -100,6 +100,19 @@ inline const char* torch_python() { return "/usr/bin/python3"; }
 
 // A tiny GPT for model tests: vocabulary 100 (padded to 128), 2 layers, 4 heads, C = n_embd; with
 // `variant`, the MegaScale block and sliding-window attention (window, full attention every 2nd layer).
+// The model of the shape tests (tensor-parallel parts, pipeline chunks): vocabulary 200 (padded to
+// 256, divisible by 4 parts), 4 heads, C = 32, max_seq_len 16.
+inline ModelConfig shape_test_config(BlockKind block, int n_layer) {
+  ModelConfig m;
+  m.vocab_size = 200;
+  m.n_layer = n_layer;
+  m.n_head = 4;
+  m.n_embd = 32;
+  m.max_seq_len = 16;
+  m.block = block;
+  return m;
+}
+
 inline ModelConfig tiny_model_config(int n_embd, int max_seq_len, bool variant, int window) {
   ModelConfig m;
   m.vocab_size = 100;

@@ -17,16 +17,7 @@ using namespace ms;
 
 namespace {
 
-ModelConfig small(BlockKind block) {
-  ModelConfig m;
-  m.vocab_size = 200;  // padded to 256
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_embd = 32;
-  m.max_seq_len = 16;
-  m.block = block;
-  return m;
-}
+ModelConfig small(BlockKind block) { return ms::testing::shape_test_config(block, 2); }
 
 TEST(TpShapes, PartsPlaceBackIntoTheWholeTensorExactlyOnce) {
   for (BlockKind block : {BlockKind::kSequential, BlockKind::kParallel}) {
