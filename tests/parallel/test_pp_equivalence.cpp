@@ -53,8 +53,16 @@ TEST_F(PpEquivalence, ComposedWithDataAndTensorParallelism) {
   expect_follows("ref_par", "mpi_dp2pp2");
   g->train(launch(4), "gloo_tp2pp2_int", v + pp_layout(1, 2, 2, true));
   expect_follows("ref_par", "gloo_tp2pp2_int");
-  g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true) + " --parallel.trace=true");
+  const std::string out8 = g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true) + " --parallel.trace=true");
   expect_follows("ref_par", "gloo_2x2x2");
+  // One loader for the machine's 8 ranks: 6 steps x 8 sequences read once (plus at most the 4
+  // micro-batches of 2 x 2 it reads ahead), where one loader per rank that uses tokens (both tp
+  // ranks of the first and the last stage, per dp rank) would read them 4 times over.
+  const size_t at = out8.find("this machine's loader read ");
+  ASSERT_NE(at, std::string::npos) << out8;
+  const long read = std::stol(out8.substr(at + 27));
+  EXPECT_GE(read, 6 * 8);
+  EXPECT_LE(read, 6 * 8 + 4 * 4);
   // Rank 0's trace (stage 0 of 2, chunks 0 and 1 = global chunks 0 and 2; 2 micro-batches per step):
   // the schedule's spans, and its sends and receives on the pp group, some of them in flight while
   // the stage computes (decoupled: posted, then waited on later).
