@@ -206,6 +206,14 @@ float run_training(const Config& cfg_in) {
   if (cfg.train.sample_tokens > 0) {
     const bool tp_collective = cfg.parallel.tp > 1 && cfg.parallel.pp == 1;
     Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir_or_default(cfg.data.tokenizer_dir));
+    // A model whose vocabulary lacks <|endoftext|> (every sample's prompt) cannot be sampled: said, not failed.
+    if (tok.eot() >= cfg.model.vocab_size) {
+      if (rank == 0)
+        log.message("sample", fmt::format("sample skipped: the model's vocabulary ({} ids) does not hold "
+                                          "<|endoftext|> ({}), the prompt of every sample", cfg.model.vocab_size,
+                                          tok.eot()));
+      return last;
+    }
     const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
     std::string text;
     if (tp_collective && first_replica && grid->coord().pp == 0) {
