@@ -7,10 +7,8 @@
 # cuts the bubble), 1F1B and interleaved (v = 2): each stage's mean idle fraction (1 - compute /
 # step time, steps 2..N, as `megascale train` reports it at the end) against (p-1)/(v m); then, at
 # pp = 2 and m = 8, decoupled sends (waited on at buffer reuse) against paired ones (waited on
-# together with the next receive, Megatron's paired send/recv), 1F1B only: the time rank 0 waited on
-# pipeline sends and receives per step. (Paired waits deadlock on the interleaved table, where a
-# stage posts sends to a neighbour that is itself waiting on its own send: decoupling is what lets
-# that table run at all.)
+# together with the next receive, Megatron's paired send/recv): the time rank 0 waited on pipeline
+# sends and receives per step.
 # On a 2-core machine pp = 4 oversubscribes the cores: idle time then includes waiting for a core,
 # so compare rows with the same pp. Prints the CPU and a markdown table and writes it into
 # docs/performance.md between the bench_pp markers.
@@ -104,6 +102,7 @@ for pp in 2 4; do
   done
 done
 run "pp2_m8_1f1b_paired" 2 8 1f1b false
+run "pp2_m8_interleaved_paired" 2 8 interleaved false
 
 
 TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); Gloo, 8 layers, C=512, V=1024, B=$B, T=$T, $OPTIM, fp32, 1 thread per rank, $STEPS steps (medians / means over steps 2..$STEPS).

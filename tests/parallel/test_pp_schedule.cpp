@@ -6,7 +6,8 @@
 // with zero (rendezvous) buffering, for 1 and 2 send buffers; warm-up / steady / cool-down lengths
 // equal Megatron's formulas; one small table is spelled out; invalid shapes are refused by name;
 // and the checks themselves catch what they are for: a blocking send after every post deadlocks
-// under zero buffering, a missing receive and a backward before its forward are named.
+// the interleaved table under zero buffering (1F1B survives it: receives are posted one
+// computation ahead), a missing receive and a backward before its forward are named.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,10 +84,12 @@ TEST(PpSchedule, TwoStagesThreeMicroBatchesSpelledOut) {
     return t;
   };
   // Stage 0: one warm-up forward; the third activation send reuses the first one's buffer.
-  EXPECT_EQ(text(0), "F0.0 sA0.0>1 F1.0 sA1.0>1 rG0.0<1 B0.0 F2.0 wA0.0>1 sA2.0>1 rG1.0<1 B1.0 rG2.0<1 B2.0 "
+  // Each receive is posted one computation ahead of its consumer (rG0 before F1, which precedes B0).
+  EXPECT_EQ(text(0), "F0.0 sA0.0>1 rG0.0<1 F1.0 sA1.0>1 B0.0 rG1.0<1 F2.0 wA0.0>1 sA2.0>1 rG2.0<1 B1.0 B2.0 "
                      "wA1.0>1 wA2.0>1");
-  // Stage 1 (last): no warm-up; each forward waits only on its own receive.
-  EXPECT_EQ(text(1), "rA0.0<0 F0.0 B0.0 sG0.0>0 rA1.0<0 F1.0 B1.0 sG1.0>0 rA2.0<0 F2.0 B2.0 wG0.0>0 sG2.0>0 "
+  // Stage 1 (last): no warm-up; each forward waits only on its own receive, posted during the
+  // computation before it.
+  EXPECT_EQ(text(1), "rA0.0<0 F0.0 rA1.0<0 B0.0 sG0.0>0 F1.0 rA2.0<0 B1.0 sG1.0>0 F2.0 B2.0 wG0.0>0 sG2.0>0 "
                      "wG1.0>0 wG2.0>0");
 }
 
@@ -123,29 +126,34 @@ TEST(PpSchedule, InvalidShapesAreRefusedByName) {
 // The checks catch what they are for.
 TEST(PpSchedule, ChecksCatchBlockingSendsMissingReceivesAndBackwardFirst) {
   PipelineSchedule sch = build_schedule({PipelineScheduleKind::k1F1B, 2, 1, 2, 2});
-  // Paired / blocking sends (wait right after every post): the classic 1F1B deadlock with
-  // rendezvous buffering (stage 0 blocks sending activation 1 while stage 1 blocks sending
-  // gradient 0), none with unbounded buffering.
-  PipelineSchedule blocking = sch;
-  for (StageSchedule& st : blocking.stages) {
-    std::vector<PpOp> ops;
-    for (const PpOp& op : st.ops) {
-      if (op.kind == PpOpKind::kWaitSend) continue;
-      ops.push_back(op);
-      if (op.kind == PpOpKind::kPostSend) {
-        PpOp w = op;
-        w.kind = PpOpKind::kWaitSend;
-        ops.push_back(w);
+  // Paired / blocking sends (wait right after every post). With receives posted one computation
+  // ahead, 1F1B survives them even with rendezvous buffering; the interleaved table does not:
+  // both stages block sending a gradient of chunk 1 that the other will only receive after its own
+  // blocked send (none with unbounded buffering).
+  auto blocking_of = [](PipelineSchedule b) {
+    for (StageSchedule& st : b.stages) {
+      std::vector<PpOp> ops;
+      for (const PpOp& op : st.ops) {
+        if (op.kind == PpOpKind::kWaitSend) continue;
+        ops.push_back(op);
+        if (op.kind == PpOpKind::kPostSend) {
+          PpOp w = op;
+          w.kind = PpOpKind::kWaitSend;
+          ops.push_back(w);
+        }
       }
+      st.ops = ops;
     }
-    st.ops = ops;
-  }
+    return b;
+  };
+  EXPECT_FALSE(simulate_schedule(blocking_of(sch), Buffering::kZero).deadlock);
+  const PipelineSchedule blocking = blocking_of(build_schedule({PipelineScheduleKind::kInterleaved, 2, 2, 4, 2}));
   EXPECT_NO_THROW(check_schedule(blocking));
   EXPECT_FALSE(simulate_schedule(blocking, Buffering::kUnbounded).deadlock);
   const SimResult r = simulate_schedule(blocking, Buffering::kZero);
   EXPECT_TRUE(r.deadlock);
-  EXPECT_NE(r.stuck.find("stage 0 at wA1.0>1"), std::string::npos) << r.stuck;
-  EXPECT_NE(r.stuck.find("stage 1 at wG0.0>0"), std::string::npos) << r.stuck;
+  EXPECT_NE(r.stuck.find("stage 0 at wG0.1>1"), std::string::npos) << r.stuck;
+  EXPECT_NE(r.stuck.find("stage 1 at wG1.1>0"), std::string::npos) << r.stuck;
 
   PipelineSchedule missing = sch;
   auto& ops1 = missing.stages[1].ops;

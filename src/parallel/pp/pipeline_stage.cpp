@@ -54,9 +54,20 @@ PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const P
   slot_.assign(static_cast<size_t>(m_) * v, -1);
   recvs_.resize(2 * static_cast<size_t>(m_) * v);
   sends_.resize(2 * static_cast<size_t>(m_) * v);
+  // Received output gradients: as many buffers per chunk as the schedule has receives posted and
+  // not yet consumed by their backward (receives are posted one computation ahead).
+  std::vector<int> live(v, 0), most(v, 0);
+  for (const PpOp& op : sch_.stages[stage_].ops) {
+    if (op.kind == PpOpKind::kPostRecv && op.payload == Payload::kGradient) most[op.chunk] = std::max(most[op.chunk], ++live[op.chunk]);
+    if (op.kind == PpOpKind::kBackward && global_chunk(op.chunk) < P_ * v - 1) live[op.chunk]--;
+  }
   grad_in_.resize(v);
-  if (P_ > 1)
-    for (auto& g : grad_in_) g.resize(rows_ * C_);
+  grad_free_.resize(v);
+  grad_buf_.assign(static_cast<size_t>(m_) * v, -1);
+  for (int c = 0; c < v; c++) {
+    grad_in_[c].resize(static_cast<size_t>(most[c]) * rows_ * C_);
+    for (int k = most[c]; k-- > 0;) grad_free_[c].push_back(k);
+  }
   const int S = sch.spec.send_slots;
   send_buf_.resize(2 * v);
   send_free_.resize(2 * v);
@@ -133,10 +144,12 @@ void PipelineStage::post_recv(const PpOp& op) {
   if (op.payload == Payload::kActivation) {
     buf = chunks_[op.chunk]->input_buffer(take_slot(op.mb, op.chunk));
   } else {
-    for (int k = 0; k < m_; k++)
-      MS_CHECK(!recv_of(Payload::kGradient, k, op.chunk).active, "pipeline: chunk {}'s gradient buffer is in use",
-               op.chunk);
-    buf = grad_in_[op.chunk].data();
+    MS_CHECK(!grad_free_[op.chunk].empty(), "pipeline: chunk {} has no free gradient buffer for {}", op.chunk,
+             to_string(op));
+    int& b = grad_buf_[static_cast<size_t>(op.mb) * chunks_.size() + op.chunk];
+    b = grad_free_[op.chunk].back();
+    grad_free_[op.chunk].pop_back();
+    buf = grad_in_[op.chunk].data() + static_cast<size_t>(b) * rows_ * C_;
   }
   f.work = pp_->start_recv(buf, rows_ * C_ * sizeof(float), op.peer, tag(op.payload, op.mb, global_chunk(op.chunk)));
   f.active = true;
@@ -209,9 +222,10 @@ double PipelineStage::run_step(float dloss, const Tokens& tokens, const BeforeBa
         MS_CHECK(slot >= 0, "pipeline: backward {} before its forward", to_string(op));
         chunk.select_slot(slot);
         const float* dout = nullptr;
+        int& gb = grad_buf_[static_cast<size_t>(op.mb) * chunks_.size() + op.chunk];
         if (g < G - 1) {
           wait_s_ += wait(recv_of(Payload::kGradient, op.mb, op.chunk), "pp wait recv gradient");
-          dout = grad_in_[op.chunk].data();
+          dout = grad_in_[op.chunk].data() + static_cast<size_t>(gb) * rows_ * C_;
         }
         wait_paired_sends();
         if (before_backward) before_backward(op.chunk, op.mb);
@@ -224,6 +238,7 @@ double PipelineStage::run_step(float dloss, const Tokens& tokens, const BeforeBa
         compute_s_ += w.seconds();
         free_slots_[op.chunk].push_back(slot);
         slot = -1;
+        if (gb >= 0) grad_free_[op.chunk].push_back(gb), gb = -1;
         break;
       }
     }

@@ -93,7 +93,9 @@ class PipelineStage {
   std::vector<std::vector<int>> free_slots_;   // per chunk
   std::vector<int> slot_;                      // (mb, chunk) -> activation slot, -1 = none
   std::vector<Inflight> recvs_, sends_;        // per (payload, mb, chunk)
-  std::vector<AlignedBuffer<float>> grad_in_;  // per chunk: the received output gradient
+  std::vector<AlignedBuffer<float>> grad_in_;  // per chunk: received output gradients (a few messages)
+  std::vector<std::vector<int>> grad_free_;    // per chunk: free message indices of grad_in_
+  std::vector<int> grad_buf_;                  // (mb, chunk) -> its gradient message, -1 = none
   std::vector<AlignedBuffer<float>> send_buf_; // per (payload, chunk): send_slots messages
   std::vector<std::vector<int>> send_free_;    // per (payload, chunk): free ring indices
   std::vector<int> inputs_, targets_;          // the step's micro-batches (m x B*T)

@@ -85,14 +85,24 @@ PipelineSchedule build_schedule(const ScheduleSpec& spec) {
       st.ops.push_back(send);
       q.push_back(send);
     };
-    for (const Step& c : computation_order(spec, s, st)) {
+    // A computation's receive is posted one computation ahead (before the computation that runs
+    // before it), so the transfer proceeds while that one computes; its consumer waits on it alone.
+    const std::vector<Step> order = computation_order(spec, s, st);
+    auto post_recv_for = [&](const Step& c) {
+      const int g = sch.global_chunk(s, c.chunk);
+      if (c.forward && g > 0) st.ops.push_back({PpOpKind::kPostRecv, c.mb, c.chunk, Payload::kActivation, (g - 1) % P});
+      if (!c.forward && g < G - 1)
+        st.ops.push_back({PpOpKind::kPostRecv, c.mb, c.chunk, Payload::kGradient, (g + 1) % P});
+    };
+    if (!order.empty()) post_recv_for(order[0]);
+    for (size_t k = 0; k < order.size(); k++) {
+      const Step& c = order[k];
+      if (k + 1 < order.size()) post_recv_for(order[k + 1]);
       const int g = sch.global_chunk(s, c.chunk);
       if (c.forward) {
-        if (g > 0) st.ops.push_back({PpOpKind::kPostRecv, c.mb, c.chunk, Payload::kActivation, (g - 1) % P});
         st.ops.push_back({PpOpKind::kForward, c.mb, c.chunk});
         if (g < G - 1) post_send({PpOpKind::kPostSend, c.mb, c.chunk, Payload::kActivation, (g + 1) % P});
       } else {
-        if (g < G - 1) st.ops.push_back({PpOpKind::kPostRecv, c.mb, c.chunk, Payload::kGradient, (g + 1) % P});
         st.ops.push_back({PpOpKind::kBackward, c.mb, c.chunk});
         if (g > 0) post_send({PpOpKind::kPostSend, c.mb, c.chunk, Payload::kGradient, (g - 1) % P});
       }

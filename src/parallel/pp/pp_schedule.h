@@ -11,10 +11,11 @@
 //    (k % (P v)) / P (reversed for backwards); warm-up = min((P-s-1)*2 + (v-1)*P, m v), all of
 //    m v when m == P; the rest as 1F1B. Interleaving needs m to be a multiple of P.
 //  - Communication is decoupled (MegaScale §3.2): every send and every receive is its own
-//    operation. A receive is posted right before the computation that consumes it (which waits on
-//    it alone); a send is posted right after the computation that produced it and is waited on
-//    only when its buffer is about to be reused (send_slots buffers per direction and chunk) or at
-//    the end of the step.
+//    operation. A receive is posted one computation ahead — before the computation that runs
+//    before its consumer, so the transfer proceeds meanwhile — and its consumer waits on it alone;
+//    a send is posted right after the computation that produced it and is waited on only when its
+//    buffer is about to be reused (send_slots buffers per direction and chunk) or at the end of
+//    the step.
 #pragma once
 #include <cstdint>
 #include <string>
