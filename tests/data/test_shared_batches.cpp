@@ -125,15 +125,19 @@ TEST_F(SharedBatches, ForkedRanksReadOnceAndLeaveNothingBehind) {
 }
 
 TEST_F(SharedBatches, AStalledOrDeadProducerIsNamedWithinTheTimeout) {
-  // Stalled: the producer (local rank 0) stops after 3 micro-batches; local rank 1 must fail on the 4th.
-  {
-    pid_t p0 = fork_child([&] {
-      MachineFeedOptions o = options(1, 0, 0, 2, "stall");
-      o.stall_after = 3;
+  // Local rank 0 of two: its producer makes `stall_after` micro-batches, then nothing; it sleeps.
+  auto stalling_producer = [&](const std::string& job, uint64_t stall_after, int sleep_s) {
+    return fork_child([=, this] {
+      MachineFeedOptions o = options(1, 0, 0, 2, job);
+      o.stall_after = stall_after;
       MachineBatchFeed f(o);
-      std::this_thread::sleep_for(std::chrono::seconds(5));
+      std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
       return 0;
     });
+  };
+  // Stalled: the producer stops after 3 micro-batches; local rank 1 must fail on the 4th.
+  {
+    pid_t p0 = stalling_producer("stall", 3, 5);
     pid_t p1 = fork_child([&] {
       MachineFeedOptions o = options(1, 0, 1, 2, "stall");
       MachineBatchFeed f(o);
@@ -155,13 +159,7 @@ TEST_F(SharedBatches, AStalledOrDeadProducerIsNamedWithinTheTimeout) {
   }
   // Dead: the producer's process is SIGKILLed after attaching; the consumer names it at once.
   {
-    pid_t p0 = fork_child([&] {
-      MachineFeedOptions o = options(1, 0, 0, 2, "dead");
-      o.stall_after = 1;
-      MachineBatchFeed f(o);
-      std::this_thread::sleep_for(std::chrono::seconds(30));
-      return 0;
-    });
+    pid_t p0 = stalling_producer("dead", 1, 30);
     int pipefd[2];
     ASSERT_EQ(pipe(pipefd), 0);
     pid_t p1 = fork_child([&] {
