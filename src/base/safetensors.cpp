@@ -4,7 +4,9 @@
 #include <optional>
 
 #include <cstring>  // std::memcpy
-#include <fstream>  // std::ifstream, std::ofstream
+#include <algorithm>  // std::sort
+#include <fstream>    // std::ifstream, std::ofstream
+#include <set>        // std::set
 #include <filesystem>
 
 #include <nlohmann/json.hpp>  // nlohmann::json
@@ -67,6 +69,52 @@ void save_safetensors(const std::string& path, const StFile& file) {
   write_file_atomic(path, parts);
 }
 
+namespace {
+// The safetensors specification's limit on the JSON header.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// What one header entry says, checked field by field (types first, then values).
+struct Entry {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v) {
+  MS_CHECK(v.is_object(), "{}: tensor '{}': the header entry is not an object", path, name);
+  Entry e;
+  e.name = name;
+  MS_CHECK(v.contains("dtype") && v["dtype"].is_string(), "{}: tensor '{}': 'dtype' is missing or not a string", path,
+           name);
+  const std::string dt = v["dtype"].get<std::string>();
+  const std::optional<DType> d = dtype_from_safetensors(dt);
+  MS_CHECK(d && supported(*d), "{}: tensor '{}': unsupported dtype {} (F32, I32 or F64)", path, name, dt);
+  e.dtype = *d;
+  MS_CHECK(v.contains("shape") && v["shape"].is_array(), "{}: tensor '{}': 'shape' is missing or not an array", path,
+           name);
+  uint64_t numel = 1;
+  for (const nlohmann::json& dim : v["shape"]) {
+    MS_CHECK(dim.is_number_integer(), "{}: tensor '{}': shape entry {} is not an integer", path, name, dim.dump());
+    const int64_t n = dim.get<int64_t>();
+    MS_CHECK(n >= 0, "{}: tensor '{}': negative dimension {} in shape {}", path, name, n, v["shape"].dump());
+    MS_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(n), &numel),
+             "{}: tensor '{}': shape {} overflows the element count", path, name, v["shape"].dump());
+    e.shape.push_back(n);
+  }
+  uint64_t bytes = 0;
+  MS_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &bytes),
+           "{}: tensor '{}': shape {} overflows the byte count", path, name, v["shape"].dump());
+  const nlohmann::json& o = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
+  MS_CHECK(o.is_array() && o.size() == 2 && o[0].is_number_unsigned() && o[1].is_number_unsigned(),
+           "{}: tensor '{}': 'data_offsets' is not a pair of non-negative integers", path, name);
+  e.begin = o[0].get<uint64_t>(), e.end = o[1].get<uint64_t>();
+  MS_CHECK(e.begin <= e.end && e.end - e.begin == bytes, "{}: tensor '{}': data offsets [{}, {}) do not hold the {} "
+           "bytes of shape {}", path, name, e.begin, e.end, bytes, v["shape"].dump());
+  return e;
+}
+}  // namespace
+
 StFile load_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   MS_SYSCHECK(in.good(), "{}: cannot open", path);
@@ -76,36 +124,70 @@ StFile load_safetensors(const std::string& path) {
   MS_CHECK(size >= 8, "{}: truncated safetensors file ({} bytes)", path, size);
   uint64_t hlen = 0;
   in.read(reinterpret_cast<char*>(&hlen), 8);
+  MS_CHECK(hlen <= kMaxHeaderBytes, "{}: header length {} exceeds the format's limit of {} bytes", path, hlen,
+           kMaxHeaderBytes);
   MS_CHECK(hlen <= size - 8, "{}: header length {} exceeds the file size {}", path, hlen, size);
   std::string h(hlen, '\0');
   in.read(h.data(), static_cast<std::streamsize>(hlen));
+  // Duplicate names are an error (a JSON parser would keep the last one silently).
+  std::set<std::string> seen;
+  std::string duplicate;
+  auto on_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   nlohmann::json header;
-  try { header = nlohmann::json::parse(h); } catch (const std::exception& e) {
+  try {
+    header = nlohmann::json::parse(h, on_key);
+  } catch (const std::exception& e) {
     MS_FAIL("{}: bad safetensors JSON header: {}", path, e.what());
   }
+  MS_CHECK(duplicate.empty(), "{}: tensor '{}' appears twice in the header", path, duplicate);
+  MS_CHECK(header.is_object(), "{}: the safetensors header is not a JSON object", path);
   const uint64_t data_size = size - 8 - hlen;
   StFile f;
+  std::vector<Entry> entries;
   for (auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
-      for (auto& [k, mv] : v.items()) f.metadata[k] = mv.get<std::string>();
+      MS_CHECK(v.is_object(), "{}: '__metadata__' is not an object", path);
+      for (auto& [k, mv] : v.items()) {
+        MS_CHECK(mv.is_string(), "{}: metadata '{}' is not a string", path, k);
+        f.metadata[k] = mv.get<std::string>();
+      }
       continue;
     }
+    entries.push_back(parse_entry(path, name, v));
+    MS_CHECK(entries.back().end <= data_size, "{}: tensor '{}': data offsets [{}, {}) outside the {} data bytes", path,
+             name, entries.back().begin, entries.back().end, data_size);
+  }
+  // The data must be covered exactly: in offset order every tensor starts where the previous ended
+  // (no overlap, no hole), and the last one ends at the end of the file.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t at = 0;
+  for (const Entry* e : order) {
+    MS_CHECK(e->begin >= at, "{}: tensor '{}': data [{}, {}) overlaps the previous tensor's (ending at {})", path,
+             e->name, e->begin, e->end, at);
+    MS_CHECK(e->begin == at, "{}: tensor '{}': data starts at {}, leaving a hole after byte {}", path, e->name, e->begin,
+             at);
+    at = e->end;
+  }
+  MS_CHECK(at == data_size, "{}: {} data bytes after the last tensor's end ({}) belong to no tensor", path,
+           data_size - at, at);
+  for (const Entry& e : entries) {
     StTensor t;
-    const std::string dt = v.at("dtype").get<std::string>();
-    const std::optional<DType> d = dtype_from_safetensors(dt);
-    MS_CHECK(d && supported(*d), "{}: tensor '{}': unsupported dtype {} (F32, I32 or F64)", path, name, dt);
-    t.dtype = *d;
-    t.shape = v.at("shape").get<std::vector<int64_t>>();
-    auto offs = v.at("data_offsets").get<std::vector<uint64_t>>();
-    MS_CHECK(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size,
-             "{}: tensor '{}': data offsets outside the file", path, name);
-    MS_CHECK(offs[1] - offs[0] == t.numel() * t.elem_size(), "{}: tensor '{}': {} bytes for shape of {} elements",
-             path, name, offs[1] - offs[0], t.numel());
-    t.bytes.resize(offs[1] - offs[0]);
-    in.seekg(static_cast<std::streamoff>(8 + hlen + offs[0]));
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    t.bytes.resize(e.end - e.begin);
+    in.seekg(static_cast<std::streamoff>(8 + hlen + e.begin));
     in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    MS_CHECK(in.good(), "{}: tensor '{}': read failed", path, name);
-    f.tensors.emplace(name, std::move(t));
+    MS_CHECK(in.good() || t.bytes.empty(), "{}: tensor '{}': read failed", path, e.name);
+    f.tensors.emplace(e.name, std::move(t));
   }
   return f;
 }

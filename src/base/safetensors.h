@@ -2,8 +2,11 @@
 // a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {...}}, then raw bytes),
 // for F32, I32 and F64 tensors (element types are base/dtype.h's DType; the header spells them
 // with safetensors_dtype()). Files are written to a temporary name and renamed, so a reader never
-// sees a half-written file. Reading validates the header against the file size and names the
-// file and tensor in every error.
+// sees a half-written file. Reading trusts nothing (checkpoints are read back): the header must be
+// a JSON object of at most 100 MB without duplicate names, each entry's fields of the right type,
+// shapes non-negative without overflow, each tensor's offsets holding exactly its bytes, and the
+// tensors must tile the data section (no overlap, no hole, nothing after the last); every error
+// names the file and the tensor.
 #pragma once
 #include <cstdint>
 #include <map>
