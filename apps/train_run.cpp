@@ -78,12 +78,21 @@ float run_training(const Config& cfg_in) {
   feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string();
   feed_opt.timeout_s = cfg.data.loader_timeout_s;
   MachineBatchFeed train(feed_opt);
+  // Validation: opened (and validated) only by the ranks that use tokens; the pipeline's middle
+  // stages learn the number of evaluation batches from stage 0.
   std::unique_ptr<DataLoader> val;
-  if (!cfg.data.val.empty())
+  const bool validate = !cfg.data.val.empty();
+  if (validate && feed_opt.needs_tokens)
     val = std::make_unique<DataLoader>(std::vector<std::string>{cfg.data.val}, B, T, cfg.model.vocab_size,
                                        static_cast<uint64_t>(cfg.train.seed), false, "data.val");
-  const int eval_batches = val ? static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(cfg.train.eval_batches, val->num_samples() / B)))
-                               : 0;
+  const uint64_t val_samples = val ? val->num_samples() : 0;
+  int eval_batches = val ? static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(cfg.train.eval_batches, val_samples / B)))
+                         : 0;
+  if (validate && cfg.parallel.pp > 1) {
+    float n = static_cast<float>(eval_batches);  // exact: at most train.eval_batches
+    grid->pp().broadcast(&n, 1, DType::kF32, 0);
+    eval_batches = static_cast<int>(n);
+  }
 
   Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr, grid ? &grid->pp() : nullptr,
                   grid ? grid->embedding() : nullptr);
@@ -124,7 +133,7 @@ float run_training(const Config& cfg_in) {
       dtype_name(cfg.train.precision)));
   log.message("data", fmt::format("train: {} samples of {} tokens, one loader per machine (shared memory {}){}",
                                   train.num_samples(), T + 1, train.segment(),
-                                  val ? fmt::format("; val: {} samples, {} batches per evaluation", val->num_samples(), eval_batches) : ""));
+                                  validate ? fmt::format("; val: {} samples, {} batches per evaluation", val_samples, eval_batches) : ""));
   log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
                                   bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
 
@@ -160,9 +169,9 @@ float run_training(const Config& cfg_in) {
     }
     log.step(r);
     last = s.loss;
-    bool eval_now = val && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
+    bool eval_now = validate && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
     if (eval_now) {
-      last = eval_loss(trainer, *val, eval_batches);
+      last = eval_loss(trainer, val.get(), eval_batches);
       log.eval(step, last);
     }
   }

@@ -1,14 +1,16 @@
 // evaluation.cpp: see evaluation.h.
 #include "train/evaluation.h"
 
+#include "base/check.h"        // MS_CHECK
 #include "data/dataloader.h"  // DataLoader
 #include "train/trainer.h"    // Trainer
 
 namespace ms {
 
-float eval_loss(Trainer& trainer, DataLoader& val, int batches) {
-  if (trainer.needs_tokens()) val.set_position({0, 0});
-  return trainer.eval_loss(batches, [&](int* inputs, int* targets) { val.next_batch(inputs, targets); });
+float eval_loss(Trainer& trainer, DataLoader* val, int batches) {
+  MS_CHECK(val || !trainer.needs_tokens(), "evaluation: this rank uses tokens but has no validation loader");
+  if (val) val->set_position({0, 0});
+  return trainer.eval_loss(batches, [&](int* inputs, int* targets) { val->next_batch(inputs, targets); });
 }
 
 }  // namespace ms

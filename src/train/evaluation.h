@@ -11,7 +11,8 @@ class DataLoader;
 class Trainer;
 
 // Mean loss of the trainer's model over `batches` micro-batches (B x T, the loader's shape) from
-// val's start, the same on every rank; every rank of the job calls it.
-float eval_loss(Trainer& trainer, DataLoader& val, int batches);
+// val's start, the same on every rank; every rank of the job calls it. val may be nullptr on the
+// ranks that use no tokens (middle pipeline stages).
+float eval_loss(Trainer& trainer, DataLoader* val, int batches);
 
 }  // namespace ms
