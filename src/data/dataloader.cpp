@@ -156,7 +156,8 @@ TokenDataset::TokenDataset(const std::vector<std::string>& paths, int vocab_size
 }
 
 TokenDataset::~TokenDataset() = default;
-TokenDataset::TokenDataset(TokenDataset&&) noexcept = default;
+TokenDataset::TokenDataset(TokenDataset&& o) noexcept
+    : sources_(std::move(o.sources_)), samples_read_(o.samples_read_.load(std::memory_order_relaxed)) {}
 
 uint64_t TokenDataset::num_tokens() const {
   uint64_t n = 0;
@@ -172,7 +173,7 @@ uint64_t TokenDataset::num_samples(int T) const {
 }
 
 void TokenDataset::read_sample(uint64_t id, int T, int* inputs, int* targets) const {
-  samples_read_++;
+  samples_read_.fetch_add(1, std::memory_order_relaxed);
   for (const auto& s : sources_) {
     uint64_t n = s->num_tokens() > 0 ? (s->num_tokens() - 1) / T : 0;
     if (id < n) {

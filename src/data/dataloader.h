@@ -53,12 +53,13 @@ class TokenDataset {
   uint64_t num_samples(int T) const;  // sum over sources of floor((n - 1) / T)
   // Sample `id` for length T: inputs[t] = stream[k*T + t], targets[t] = stream[k*T + t + 1].
   void read_sample(uint64_t id, int T, int* inputs, int* targets) const;
-  // Samples read from the files so far (read_sample calls; by one thread at a time).
-  uint64_t samples_read() const { return samples_read_; }
+  // Samples read from the files so far (read_sample calls; T+1 tokens each). Safe to read from
+  // any thread while another reads samples (the prefetch worker, the shared feed's producer).
+  uint64_t samples_read() const { return samples_read_.load(std::memory_order_relaxed); }
 
  private:
   std::vector<std::unique_ptr<TokenSource>> sources_;
-  mutable uint64_t samples_read_ = 0;
+  mutable std::atomic<uint64_t> samples_read_{0};
 };
 
 class DataLoader {

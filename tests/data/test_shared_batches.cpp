@@ -2,8 +2,10 @@
 // data-parallel slice equals DataLoader with set_dp_slice, across epoch boundaries. With forked
 // "local ranks" (rank 0 hosts the producer; one rank needs no tokens): the same batches on every
 // consumer, the files read once per machine (the producer's count, not once per rank); a stalled or
-// killed producer named within the timeout; nothing left in /dev/shm afterwards, also after a
-// SIGKILLed or SIGTERMed rank; a planted stale segment replaced.
+// killed producer named within the timeout, also a local rank 0 killed inside the attach window and
+// one whose files are bad (every rank gets the reason); nothing left in /dev/shm afterwards, also
+// after a SIGKILLed or SIGTERMed rank; a planted stale segment replaced; a resumed feed starts at the
+// loader's position.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -89,35 +91,54 @@ TEST_F(SharedBatches, EverySliceEqualsTheDataLoaderAcrossEpochs) {
     EXPECT_EQ(f.num_samples(), 124u);
     // 124 samples / (3 x 2) per micro-batch: epochs roll over inside the 50 micro-batches.
     EXPECT_TRUE(same_as_loader(3, r, 50, [&](int* i, int* t) { f.next_batch(i, t); })) << "dp rank " << r;
+    EXPECT_EQ(f.position(), (DataLoader::Position{2, 50 * 6 - 2 * 124})) << "position after 50 micro-batches";
     EXPECT_FALSE(std::filesystem::exists(shm_path(f))) << "the name must be gone once attached";
+  }
+}
+
+TEST_F(SharedBatches, AResumedFeedStartsAtTheLoadersPosition) {
+  const DataLoader::Position start{1, 119};  // the first micro-batch straddles epochs 1 and 2
+  MachineFeedOptions o = options(2, 1, 0, 1, "resume");
+  o.start = start;
+  MachineBatchFeed f(o);
+  DataLoader ref({path("train.bin")}, kB, kT, kV, 11, true, "ref", false);
+  ref.set_dp_slice(1, 2);
+  ref.set_position(start);
+  std::vector<int> a(kB * kT), b(kB * kT), c(kB * kT), d(kB * kT);
+  for (int i = 0; i < 40; i++) {
+    ASSERT_EQ(f.position(), ref.position()) << "micro-batch " << i;
+    ref.next_batch(a.data(), b.data());
+    f.next_batch(c.data(), d.data());
+    ASSERT_TRUE(a == c && b == d) << "micro-batch " << i;
   }
 }
 
 TEST_F(SharedBatches, ForkedRanksReadOnceAndLeaveNothingBehind) {
   // Plant a stale segment under the job's name (an earlier crash): it must be replaced.
   const std::string job = "forked";
-  std::string planted;
-  {
-    // The segment name is a hash of the job key: create a feed under the same key once to learn it.
-    MachineBatchFeed probe(options(2, 0, 0, 1, job));
-    planted = shm_path(probe);
-  }
+  const std::string planted = "/dev/shm" + MachineBatchFeed::segment_name(dir_.string() + job);
   std::ofstream(planted) << "garbage from an earlier crash";
   ASSERT_TRUE(std::filesystem::exists(planted));
-  const int n = 20;
+  const int n = 20, ring = 4;
   std::vector<pid_t> kids;
   for (int r = 0; r < 3; r++)
     kids.push_back(fork_child([&, r] {
       const bool needs = r < 2;  // local rank 2: a middle pipeline stage
       MachineFeedOptions o = options(2, needs ? r : 0, r, 3, job);
       o.needs_tokens = needs;
+      o.ring_slots = ring;
       MachineBatchFeed f(o);
       if (!needs) return 0;
       if (!same_as_loader(2, r, n, [&](int* i, int* t) { f.next_batch(i, t); })) return 1;
-      // Read from the files by the producer only: n micro-batches of dp x B samples, plus at most
-      // the ring it runs ahead — one reader per machine, not one per rank.
-      const uint64_t read = f.samples_read();
-      if (read < static_cast<uint64_t>(n) * 2 * kB || read > static_cast<uint64_t>(n + 4) * 2 * kB) return 2;
+      if (r != 0) return 0;
+      // Local rank 0 hosts the producer: once both readers have read n micro-batches it runs
+      // exactly `ring` ahead and stops there (it never overwrites an unread slot).
+      for (int i = 0; i < 500 && f.produced() < n + ring; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (f.produced() != n + ring) return 2;
+      // The files were read once per machine: dp x B samples per micro-batch, not once per rank.
+      if (f.samples_read() != static_cast<uint64_t>(n + ring) * 2 * kB) return 4;
       return 0;
     }));
   for (int r = 0; r < 3; r++) EXPECT_EQ(wait_code(kids[r]), 0) << "local rank " << r;
@@ -181,25 +202,97 @@ TEST_F(SharedBatches, AStalledOrDeadProducerIsNamedWithinTheTimeout) {
     ASSERT_EQ(read(pipefd[0], &c, 1), 1);
     close(pipefd[0]);
     kill(p0, SIGKILL);
+    EXPECT_EQ(wait_code(p1), 0) << "the producer's process, killed but not yet reaped, counts as gone";
     EXPECT_EQ(wait_code(p0), 100 + SIGKILL);
-    EXPECT_EQ(wait_code(p1), 0);
+    EXPECT_FALSE(std::filesystem::exists("/dev/shm" + MachineBatchFeed::segment_name(dir_.string() + "dead")));
   }
   // A rank SIGTERMed while the others have not attached yet (the attach window): the handler
   // removes the name.
   {
     MachineFeedOptions o = options(1, 0, 0, 2, "term");
     o.timeout_s = 30;
-    std::string seg = "/dev/shm" + MachineBatchFeed(options(1, 0, 0, 1, "term")).segment();
+    const std::string seg = "/dev/shm" + MachineBatchFeed::segment_name(o.job_key);
     pid_t p0 = fork_child([&] {
       MachineBatchFeed f(o);  // waits for local rank 1, which never comes
       return 0;
     });
-    for (int i = 0; i < 500 && !std::filesystem::exists(seg); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 500 && !std::filesystem::exists(seg); i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_TRUE(std::filesystem::exists(seg));
     kill(p0, SIGTERM);
     EXPECT_EQ(wait_code(p0), 100 + SIGTERM);
     EXPECT_FALSE(std::filesystem::exists(seg)) << "SIGTERM left the segment behind";
   }
+}
+
+TEST_F(SharedBatches, LocalRankZeroKilledWhileOthersAttachIsNamedAndCleanedUp) {
+  // Three local ranks, the third never comes: local rank 0 is SIGKILLed inside the attach window
+  // (its signal handler cannot run); local rank 1 notices, names it and removes the name.
+  const std::string job = "attach-kill";
+  const std::string seg = MachineBatchFeed::segment_name(dir_.string() + job);
+  auto rank = [&](int r) {
+    return fork_child([=, this] {
+      MachineFeedOptions o = options(1, 0, r, 3, job);
+      o.timeout_s = 30;
+      try {
+        MachineBatchFeed f(o);
+      } catch (const Error& e) {
+        const std::string w = e.what();
+        const bool named = w.find("gone before every local rank attached") != std::string::npos;
+        return named && w.find(seg) != std::string::npos ? 0 : 5;
+      }
+      return 6;
+    });
+  };
+  const pid_t p0 = rank(0), p1 = rank(1);
+  for (int i = 0; i < 1000 && MachineBatchFeed::attached_ranks(seg) < 2; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(MachineBatchFeed::attached_ranks(seg), 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(p0, SIGKILL);
+  EXPECT_EQ(wait_code(p1), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_EQ(wait_code(p0), 100 + SIGKILL);
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + seg)) << "segment left in /dev/shm";
+}
+
+TEST_F(SharedBatches, EveryRankGetsTheReasonWhenTheFilesAreBadOrTheShapesDiffer) {
+  // Local rank 0 cannot open its data: local rank 1 fails at once with the same reason (the file).
+  std::vector<uint16_t> t(100, 1);
+  t[57] = kV + 5;
+  write_token_shard(path("bad.bin"), t);
+  std::vector<pid_t> kids;
+  for (int r = 0; r < 2; r++)
+    kids.push_back(fork_child([&, r] {
+      MachineFeedOptions o = options(1, 0, r, 2, "bad");
+      o.paths = {path("bad.bin")};
+      o.timeout_s = 20;
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        MachineBatchFeed f(o);
+      } catch (const Error& e) {
+        const std::string w = e.what();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return w.find("bad.bin") != std::string::npos && s < 10 ? 0 : 5;
+      }
+      return 6;
+    }));
+  for (int r = 0; r < 2; r++) EXPECT_EQ(wait_code(kids[r]), 0) << "local rank " << r;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + MachineBatchFeed::segment_name(dir_.string() + "bad")));
+  // A rank asking for another shape is refused by name, and nobody waits for it.
+  kids.clear();
+  for (int r = 0; r < 2; r++)
+    kids.push_back(fork_child([&, r] {
+      MachineFeedOptions o = options(1, 0, r, 2, "shape");
+      if (r == 1) o.B = kB + 1;
+      try {
+        MachineBatchFeed f(o);
+        return r == 0 ? 0 : 6;
+      } catch (const Error& e) {
+        return r == 1 && std::string(e.what()).find("B 2 T 8") != std::string::npos ? 0 : 5;
+      }
+    }));
+  for (int r = 0; r < 2; r++) EXPECT_EQ(wait_code(kids[r]), 0) << "local rank " << r;
 }
 
 }  // namespace
