@@ -13,23 +13,32 @@
 
 namespace ms {
 
-std::vector<int> activation_slots_needed(const PipelineSchedule& sch, int stage) {
+namespace {
+// Per local chunk of `stage`: the most micro-batches held at once, each from the first op for which
+// opens(op) holds until that micro-batch's backward on the chunk (at least `floor`).
+template <class Opens>
+std::vector<int> most_held(const PipelineSchedule& sch, int stage, Opens opens, int floor) {
   const int v = sch.spec.virtual_stages, m = sch.spec.micro_batches;
-  std::vector<int> live(v, 0), most(v, 1);
+  std::vector<int> live(v, 0), most(v, floor);
   std::vector<char> held(static_cast<size_t>(m) * v, 0);
   for (const PpOp& op : sch.stages[stage].ops) {
     char& h = held[static_cast<size_t>(op.mb) * v + op.chunk];
-    const bool takes = op.kind == PpOpKind::kForward ||
-                       (op.kind == PpOpKind::kPostRecv && op.payload == Payload::kActivation);
-    if (takes && !h) {
+    if (opens(op) && !h) {
       h = 1;
       most[op.chunk] = std::max(most[op.chunk], ++live[op.chunk]);
-    } else if (op.kind == PpOpKind::kBackward) {
+    } else if (op.kind == PpOpKind::kBackward && h) {
       h = 0;
       live[op.chunk]--;
     }
   }
   return most;
+}
+}  // namespace
+
+std::vector<int> activation_slots_needed(const PipelineSchedule& sch, int stage) {
+  return most_held(sch, stage, [](const PpOp& op) {
+    return op.kind == PpOpKind::kForward || (op.kind == PpOpKind::kPostRecv && op.payload == Payload::kActivation);
+  }, 1);
 }
 
 PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const PipelineSchedule& sch, int B, int T,
@@ -56,11 +65,9 @@ PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const P
   sends_.resize(2 * static_cast<size_t>(m_) * v);
   // Received output gradients: as many buffers per chunk as the schedule has receives posted and
   // not yet consumed by their backward (receives are posted one computation ahead).
-  std::vector<int> live(v, 0), most(v, 0);
-  for (const PpOp& op : sch_.stages[stage_].ops) {
-    if (op.kind == PpOpKind::kPostRecv && op.payload == Payload::kGradient) most[op.chunk] = std::max(most[op.chunk], ++live[op.chunk]);
-    if (op.kind == PpOpKind::kBackward && global_chunk(op.chunk) < P_ * v - 1) live[op.chunk]--;
-  }
+  const std::vector<int> most = most_held(sch_, stage_, [](const PpOp& op) {
+    return op.kind == PpOpKind::kPostRecv && op.payload == Payload::kGradient;
+  }, 0);
   grad_in_.resize(v);
   grad_free_.resize(v);
   grad_buf_.assign(static_cast<size_t>(m_) * v, -1);
