@@ -3,17 +3,25 @@
 
 #include <omp.h>  // omp_set_num_threads, omp_get_num_procs
 
+#include <signal.h>  // sigaction, SIGTERM, SIGINT, SIGXFSZ
+
 #include <algorithm>  // std::max, std::min
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>  // fmt::format
+#include <nlohmann/json.hpp>  // restore_rank<R>.json
 
 #include "base/atomic_file.h"     // write_file_atomic
 #include "base/check.h"           // MS_CHECK
 #include "base/log.h"             // logger
 #include "base/thread_pin.h"      // pin_omp_threads
+#include "ckpt/checkpointer.h"    // Checkpointer
+#include "ckpt/ckpt_comm.h"       // any_rank
+#include "ckpt/restore.h"         // restore_checkpoint
+#include "ckpt/storage.h"         // LocalStorage
 #include "comm/comm_env.h"        // CommEnv
 #include "comm/rank_grid.h"       // RankGrid
 #include "comm/world.h"           // init_world
@@ -34,6 +42,36 @@
 #include "train/trainer.h"        // Trainer
 
 namespace ms {
+
+namespace {
+// SIGTERM / SIGINT (preemption, Ctrl-C): noted here, acted on at the next step boundary, where
+// every rank agrees, saves a checkpoint and ends with exit code 0.
+std::atomic<int> g_stop_signal{0};
+extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = note_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  // A file-size limit (RLIMIT_FSIZE) makes a checkpoint write fail with EFBIG, reported as a
+  // failed save, instead of killing the process.
+  signal(SIGXFSZ, SIG_IGN);
+}
+
+// The checkpoint writer's finished saves: rank 0 logs whole saves (every rank logs its own
+// failures as they happen). Returns true if one failed.
+bool report_saves(Checkpointer& ckpt, RunLog& log) {
+  bool failed = false;
+  for (const SaveOutcome& o : ckpt.take_outcomes()) {
+    if (o.whole) log.message("checkpoint", fmt::format("step {}: {} (stage 2: {:.2f} s)", o.step, o.message, o.seconds));
+    failed = failed || !o.ok;
+  }
+  return failed;
+}
+}  // namespace
 
 float run_training(const Config& cfg_in) {
   namespace fs = std::filesystem;
@@ -77,7 +115,6 @@ float run_training(const Config& cfg_in) {
   feed_opt.local_rank = env.local_rank, feed_opt.local_world_size = env.local_world_size;
   feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string();
   feed_opt.timeout_s = cfg.data.loader_timeout_s;
-  MachineBatchFeed train(feed_opt);
   // Validation: opened (and validated) only by the ranks that use tokens; the pipeline's middle
   // stages learn the number of evaluation batches from stage 0.
   std::unique_ptr<DataLoader> val;
@@ -99,8 +136,37 @@ float run_training(const Config& cfg_in) {
   MS_CHECK(trainer.needs_tokens() == feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
            "whether this stage reads tokens", rank);
   GPT& model = trainer.model();
+
+  // Resume (train.resume): the newest checkpoint that verifies, loaded under this layout; the
+  // training stream continues where it stopped.
+  install_stop_handlers();
+  const std::string ckpt_root = cfg.checkpoint.dir.empty() ? out_dir + "/checkpoints" : cfg.checkpoint.dir;
+  LocalStorage storage(ckpt_root);
+  Communicator* world = grid ? &grid->world() : nullptr;
+  const CheckpointRank who{rank, env.world_size, dp_rank, grid ? grid->coord().tp : 0, stage};
+  const RestoreResult restored = restore_checkpoint(
+      cfg, trainer, storage, world, grid ? &grid->dp() : nullptr, who,
+      [&](const std::string& m) { if (rank == 0) log.message("checkpoint", m); });
+  int first_step = 1;
+  if (restored.restored) {
+    first_step = restored.manifest.step + 1;
+    feed_opt.start = restored.manifest.data;
+    log.message("resume", fmt::format("resumed from {} (step {}, {} tokens, data at epoch {} sample {}); rank 0 read "
+                                      "{} files ({:.1f} MiB) in {:.2f} s", restored.path, restored.manifest.step,
+                                      restored.manifest.tokens, restored.manifest.data.epoch,
+                                      restored.manifest.data.index, restored.files_read,
+                                      restored.bytes_read / 1048576.0, restored.seconds));
+    // Every rank's reads, for the recovery-read accounting (one reader per data-parallel group).
+    nlohmann::json reads = {{"checkpoint", restored.path}, {"step", restored.manifest.step},
+                            {"files_read", restored.files_read}, {"bytes_read", restored.bytes_read},
+                            {"files", restored.files}, {"seconds", restored.seconds},
+                            {"dp", dp_rank}, {"tp", who.tp}, {"pp", stage}};
+    write_text_atomic(fmt::format("{}/restore_rank{}.json", out_dir, rank), reads.dump(1));
+  }
+  MachineBatchFeed train(feed_opt);
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
+  Checkpointer ckpt(cfg, trainer, storage, world, who);
   if (grid) {
     const GPT::Footprint fp = model.footprint();
     const std::string tp_text = cfg.parallel.tp == 1 ? "" : fmt::format(
@@ -140,7 +206,8 @@ float run_training(const Config& cfg_in) {
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
   float last = 0;
   double idle_sum = 0, pp_wait_sum = 0;  // pipeline: this rank's idle fraction and waits, steps after the first
-  for (int step = 1; step <= cfg.train.steps; step++) {
+  const uint64_t tokens_per_step = static_cast<uint64_t>(B) * T * cfg.train.grad_accum * dp;
+  for (int step = first_step; step <= cfg.train.steps; step++) {
     StepStats s;
     try {
       s = trainer.train_step(next);
@@ -174,7 +241,34 @@ float run_training(const Config& cfg_in) {
       last = eval_loss(trainer, val.get(), eval_batches);
       log.eval(step, last);
     }
+    // The step boundary: every rank agrees whether to stop (a signal reached any rank; a save
+    // failed and checkpoint.on_failure = stop) and whether to save.
+    const bool save_failed = report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
+    const bool signalled = any_rank(world, g_stop_signal.load() != 0);
+    MS_CHECK(!any_rank(world, save_failed), "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
+             "the checkpoint messages); the last published checkpoint is intact", step);
+    const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
+    const int every = cfg.checkpoint.every;
+    if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
+      const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step));
+      log.message("checkpoint", fmt::format(
+          "step {}: stage 1 copied {:.1f} MiB into host memory in {:.1f} ms{}", step, st.bytes / 1048576.0,
+          st.seconds * 1e3, st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's "
+                                                                "writer (snapshot buffer in use)", st.waited_seconds * 1e3)
+                                                  : std::string()));
+    }
+    if (exit_now) {
+      ckpt.wait_idle();
+      const bool failed = any_rank(world, report_saves(ckpt, log));
+      log.message("stop", fmt::format("stopped after step {} ({}); train.resume=auto continues from the checkpoint",
+                                      step, signalled ? "SIGTERM/SIGINT" : "train.exit_after"));
+      MS_CHECK(!failed, "step {}: the checkpoint save before stopping failed", step);
+      return last;
+    }
   }
+  ckpt.wait_idle();
+  MS_CHECK(!any_rank(world, report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop),
+           "the final checkpoint save failed and checkpoint.on_failure=stop");
   trainer.sync_params();
   log.message("data", fmt::format("this machine's loader read {} samples from the token files ({} per step for "
                                   "the whole data-parallel group, plus up to 4 micro-batches read ahead)",

@@ -51,21 +51,45 @@ static StTensor make(DType dtype, std::vector<int64_t> shape, const void* data) 
 StTensor st_f32(std::vector<int64_t> shape, const float* data) { return make(DType::kF32, std::move(shape), data); }
 StTensor st_i32(std::vector<int64_t> shape, const int32_t* data) { return make(DType::kI32, std::move(shape), data); }
 
-void save_safetensors(const std::string& path, const StFile& file) {
+std::vector<ByteRange> safetensors_parts(std::vector<StView> views, const std::map<std::string, std::string>& metadata,
+                                         std::string& storage) {
+  std::sort(views.begin(), views.end(), [](const StView& a, const StView& b) { return a.name < b.name; });
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
-  for (const auto& [name, t] : file.tensors) {
-    MS_CHECK(supported(t.dtype), "{}: tensor '{}': unsupported dtype {}", path, name, safetensors_dtype(t.dtype));
-    MS_CHECK(t.bytes.size() == t.numel() * t.elem_size(), "{}: tensor '{}': {} bytes for shape of {} elements", path, name, t.bytes.size(), t.numel());
-    header[name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  std::vector<size_t> bytes;
+  for (const StView& t : views) {
+    MS_CHECK(supported(t.dtype), "safetensors: tensor '{}': unsupported dtype {}", t.name, safetensors_dtype(t.dtype));
+    MS_CHECK(!header.contains(t.name), "safetensors: tensor '{}' given twice", t.name);
+    size_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    bytes.push_back(n);
   }
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string h = header.dump();
   while (h.size() % 8) h.push_back(' ');
   const uint64_t n = h.size();
-  std::vector<ByteRange> parts = {{&n, 8}, {h.data(), h.size()}};
-  for (const auto& [name, t] : file.tensors) parts.push_back({t.bytes.data(), t.bytes.size()});
+  storage.assign(reinterpret_cast<const char*>(&n), 8);
+  storage += h;
+  std::vector<ByteRange> parts = {{storage.data(), storage.size()}};
+  for (size_t i = 0; i < views.size(); i++) parts.push_back({views[i].data, bytes[i]});
+  return parts;
+}
+
+void save_safetensors(const std::string& path, const StFile& file) {
+  std::vector<StView> views;
+  for (const auto& [name, t] : file.tensors) {
+    MS_CHECK(t.bytes.size() == t.numel() * t.elem_size(), "{}: tensor '{}': {} bytes for shape of {} elements", path, name, t.bytes.size(), t.numel());
+    views.push_back({name, t.dtype, t.shape, t.bytes.data()});
+  }
+  std::string storage;
+  std::vector<ByteRange> parts;
+  try {
+    parts = safetensors_parts(std::move(views), file.metadata, storage);
+  } catch (const Error& e) {
+    MS_FAIL("{}: {}", path, e.what());
+  }
   write_file_atomic(path, parts);
 }
 
@@ -115,20 +139,16 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 }
 }  // namespace
 
-StFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MS_SYSCHECK(in.good(), "{}: cannot open", path);
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+StMapped::StMapped(MappedFile file) : file_(std::move(file)) {
+  const std::string& path = file_.path();
+  const uint64_t size = file_.size();
   MS_CHECK(size >= 8, "{}: truncated safetensors file ({} bytes)", path, size);
   uint64_t hlen = 0;
-  in.read(reinterpret_cast<char*>(&hlen), 8);
+  std::memcpy(&hlen, file_.data(), 8);
   MS_CHECK(hlen <= kMaxHeaderBytes, "{}: header length {} exceeds the format's limit of {} bytes", path, hlen,
            kMaxHeaderBytes);
   MS_CHECK(hlen <= size - 8, "{}: header length {} exceeds the file size {}", path, hlen, size);
-  std::string h(hlen, '\0');
-  in.read(h.data(), static_cast<std::streamsize>(hlen));
+  const std::string h(reinterpret_cast<const char*>(file_.data()) + 8, hlen);
   // Duplicate names are an error (a JSON parser would keep the last one silently).
   std::set<std::string> seen;
   std::string duplicate;
@@ -147,14 +167,13 @@ StFile load_safetensors(const std::string& path) {
   MS_CHECK(duplicate.empty(), "{}: tensor '{}' appears twice in the header", path, duplicate);
   MS_CHECK(header.is_object(), "{}: the safetensors header is not a JSON object", path);
   const uint64_t data_size = size - 8 - hlen;
-  StFile f;
   std::vector<Entry> entries;
   for (auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
       MS_CHECK(v.is_object(), "{}: '__metadata__' is not an object", path);
       for (auto& [k, mv] : v.items()) {
         MS_CHECK(mv.is_string(), "{}: metadata '{}' is not a string", path, k);
-        f.metadata[k] = mv.get<std::string>();
+        metadata_[k] = mv.get<std::string>();
       }
       continue;
     }
@@ -179,16 +198,21 @@ StFile load_safetensors(const std::string& path) {
   }
   MS_CHECK(at == data_size, "{}: {} data bytes after the last tensor's end ({}) belong to no tensor", path,
            data_size - at, at);
-  for (const Entry& e : entries) {
-    StTensor t;
-    t.dtype = e.dtype;
-    t.shape = e.shape;
-    t.bytes.resize(e.end - e.begin);
-    in.seekg(static_cast<std::streamoff>(8 + hlen + e.begin));
-    in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    MS_CHECK(in.good() || t.bytes.empty(), "{}: tensor '{}': read failed", path, e.name);
-    f.tensors.emplace(e.name, std::move(t));
-  }
+  const uint8_t* data = file_.data() + 8 + hlen;
+  for (const Entry& e : entries) tensors_.emplace(e.name, StMappedTensor{e.dtype, e.shape, data + e.begin, e.end - e.begin});
+}
+
+const StMappedTensor& StMapped::at(const std::string& name) const {
+  auto it = tensors_.find(name);
+  MS_CHECK(it != tensors_.end(), "{}: no tensor named '{}'", file_.path(), name);
+  return it->second;
+}
+
+StFile load_safetensors(const std::string& path) {
+  const StMapped m(path);
+  StFile f;
+  f.metadata = m.metadata();
+  for (const auto& [name, t] : m.tensors()) f.tensors.emplace(name, StTensor{t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
   return f;
 }
 

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"  // ByteRange
 #include "base/dtype.h"  // DType
+#include "base/mapped_file.h"  // MappedFile
 
 namespace ms {
 
@@ -41,5 +43,40 @@ StTensor st_i32(std::vector<int64_t> shape, const int32_t* data);
 // Writes tensors in name order (deterministic file bytes).
 void save_safetensors(const std::string& path, const StFile& file);
 StFile load_safetensors(const std::string& path);
+
+// A tensor to be written from memory the caller keeps alive (checkpoint snapshots).
+struct StView {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // numel * dtype_size bytes
+};
+// The bytes of a safetensors file holding `views` (in name order) as ranges to write back to back:
+// the 8-byte header length and the padded JSON header (kept in `storage`), then each tensor's data.
+std::vector<ByteRange> safetensors_parts(std::vector<StView> views, const std::map<std::string, std::string>& metadata,
+                                         std::string& storage);
+
+// A safetensors file mapped read-only and checked exactly as load_safetensors checks it; the
+// tensors point into the mapping (no copy). Move-only.
+struct StMappedTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+class StMapped {
+ public:
+  explicit StMapped(const std::string& path) : StMapped(MappedFile(path)) {}
+  explicit StMapped(MappedFile file);  // an already mapped file (errors name file.path())
+  const StMappedTensor& at(const std::string& name) const;  // error names the file and tensor if absent
+  const std::map<std::string, StMappedTensor>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const MappedFile& file() const { return file_; }
+
+ private:
+  MappedFile file_;
+  std::map<std::string, StMappedTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
 
 }  // namespace ms

@@ -24,11 +24,14 @@ void visit(C& c, F&& f) {
 #define MS_V_DATA(type, name, def, doc) f("data." #name, c.data.name, doc);
 #define MS_V_TRAIN(type, name, def, doc) f("train." #name, c.train.name, doc);
 #define MS_V_PARALLEL(type, name, def, doc) f("parallel." #name, c.parallel.name, doc);
+#define MS_V_CHECKPOINT(type, name, def, doc) f("checkpoint." #name, c.checkpoint.name, doc);
   MS_MODEL_FIELDS(MS_V_MODEL)
   MS_OPTIM_FIELDS(MS_V_OPTIM)
   MS_DATA_FIELDS(MS_V_DATA)
   MS_TRAIN_FIELDS(MS_V_TRAIN)
   MS_PARALLEL_FIELDS(MS_V_PARALLEL)
+  MS_CHECKPOINT_FIELDS(MS_V_CHECKPOINT)
+#undef MS_V_CHECKPOINT
 #undef MS_V_PARALLEL
 #undef MS_V_MODEL
 #undef MS_V_OPTIM
@@ -139,7 +142,7 @@ void load_toml(Config& c, const std::string& path) {
   // Every key in the file must be a known field.
   for (auto&& [section, node] : tbl) {
     const toml::table* sec = node.as_table();
-    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train] or [parallel]",
+    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train], [parallel] or [checkpoint]",
              path, section.str());
     for (auto&& [name, value] : *sec) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
@@ -225,6 +228,14 @@ void Config::validate() const {
   MS_CHECK(t.precision == DType::kF32 || t.precision == DType::kBF16,
            "config: train.precision='{}' must be {}", dtype_name(t.precision), config_choices<DType>());
   MS_CHECK(t.global_batch >= 0, "config: train.global_batch={} must be >= 0", t.global_batch);
+  MS_CHECK(!t.resume.empty(), "config: train.resume must be 'auto', 'never' or a checkpoint folder");
+  MS_CHECK(t.exit_after >= 0, "config: train.exit_after={} must be >= 0", t.exit_after);
+  const auto& k = checkpoint;
+  MS_CHECK(k.every >= 0, "config: checkpoint.every={} must be >= 0 (0 = no periodic saves)", k.every);
+  MS_CHECK(k.keep_last >= 1, "config: checkpoint.keep_last={} must be >= 1 (the newest checkpoint is always kept)",
+           k.keep_last);
+  MS_CHECK(k.keep_every >= 0, "config: checkpoint.keep_every={} must be >= 0", k.keep_every);
+  MS_CHECK(std::isfinite(k.timeout_s) && k.timeout_s > 0, "config: checkpoint.timeout_s={} must be > 0", k.timeout_s);
 
   const auto& p = parallel;
   MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/checkpoint_config.h"  // CheckpointConfig, SaveFailurePolicy
 #include "config/data_config.h"      // DataConfig
 #include "config/model_config.h"     // ModelConfig, BlockKind, AttentionKind
 #include "config/optim_config.h"     // OptimConfig, OptimizerKind
@@ -24,6 +25,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
 
   // Rejects impossible values; the error names the key and the reason. Every entry point calls it
   // before anything computes with the values (resolve_layout calls it first itself).

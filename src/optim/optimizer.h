@@ -36,6 +36,11 @@ class Optimizer {
   bool step(float* params, float* grads, float lr, float grad_scale = 1.0f, bf16_t* bf16_out = nullptr,
             bool zero_grads = false);
   int steps_taken() const { return t_; }
+  // The first and second moments (same layout as the params passed to step()) and the step
+  // counter, for checkpoints: saved as they are, restored before the next step.
+  float* moment1() { return m_.data(); }
+  float* moment2() { return v_.data(); }
+  void set_steps_taken(int t) { t_ = t; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   size_t state_bytes() const { return (m_.size() + v_.size() + update_.size()) * sizeof(float); }
 

@@ -220,6 +220,53 @@ float Trainer::eval_loss(int batches, const MicroBatches& next_micro_batch) {
   return static_cast<float>(pp_sum(sum) / batches);
 }
 
+std::vector<StateRun> Trainer::state_runs() {
+  std::vector<StateRun> out;
+  const bool tp_rank0 = size_of(tp_comm_) <= 1 || tp_comm_->rank() == 0;
+  for (int c = 0; c < num_chunks(); c++) {
+    Chunk& k = chunks_[c];
+    const auto& specs = k.model->param_specs();
+    auto owned = [&](size_t i) { return tp_rank0 || specs[i].sharded(); };
+    const bool head_copy_chunk = k.tied && !k.model->has_embedding();
+    if (k.zero) {
+      float* P = k.zero->shard_params();
+      float* M = k.zero->optimizer().moment1();
+      float* V = k.zero->optimizer().moment2();
+      for (const DpPiece& p : k.zero->layout().pieces()) {
+        const size_t i = static_cast<size_t>(p.tensor);
+        if (!owned(i)) continue;
+        const size_t lo = p.global - specs[i].offset, at = p.view.offset;
+        out.push_back({c, &specs[i], head_copy_chunk && i == 0, lo, lo + p.view.numel, P + at, M + at, V + at});
+      }
+    } else {
+      const float* P = static_cast<const GPT&>(*k.model).params();
+      float* M = k.optimizer->moment1();
+      float* V = k.optimizer->moment2();
+      for (size_t i = 0; i < specs.size(); i++) {
+        if (!owned(i)) continue;
+        const size_t at = specs[i].offset;
+        out.push_back({c, &specs[i], head_copy_chunk && i == 0, 0, specs[i].numel(), P + at, M + at, V + at});
+      }
+    }
+  }
+  return out;
+}
+
+void Trainer::load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken) {
+  Chunk& k = chunks_[c];
+  GPT& model = *k.model;
+  const size_t n = model.num_params();
+  if (k.zero) {
+    k.zero->load_state(params, m, v, steps_taken);
+  } else {
+    std::memcpy(k.optimizer->moment1(), m, n * sizeof(float));
+    std::memcpy(k.optimizer->moment2(), v, n * sizeof(float));
+    k.optimizer->set_steps_taken(steps_taken);
+  }
+  std::memcpy(model.params(), params, n * sizeof(float));  // non-const params(): the bf16 copy goes stale
+  k.grads_zeroed = false;
+}
+
 std::vector<float> Trainer::gather_whole_model() {
   // This stage's tensors, each whole (gathered over the TP group), in the whole model's order.
   std::vector<float> mine;

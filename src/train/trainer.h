@@ -40,6 +40,17 @@ struct StepStats {
   double compute_seconds = 0;       // forward + backward computation of this rank's chunks
 };
 
+// Checkpoints: one contiguous run of one tensor's training state held by this rank.
+struct StateRun {
+  int chunk = 0;
+  const ParamSpec* spec = nullptr;  // the chunk's tensor: this part's shape, its split, the whole shape
+  bool head_copy = false;           // the last pipeline stage's copy of the tied token embedding
+  size_t lo = 0, hi = 0;            // elements [lo, hi) of this rank's part of the tensor
+  const float* param = nullptr;     // fp32 master weights, hi - lo elements
+  const float* m = nullptr;         // optimizer first moment
+  const float* v = nullptr;         // optimizer second moment
+};
+
 class Trainer {
  public:
   // dp: the data-parallel group (nullptr or size 1: one process holds everything). With dp, the
@@ -78,6 +89,16 @@ class Trainer {
   // tp = pp = 0 of this data-parallel replica (empty elsewhere). Every rank of the replica's TP and
   // PP groups calls it (collective); call sync_params() first.
   std::vector<float> gather_whole_model();
+
+  // Checkpoints. The training state this rank owns: its ZeRO pieces (or whole part) of every tensor
+  // of its chunks, tensors replicated over the TP group on TP rank 0 only, so each element of the
+  // job's state appears on exactly one rank (the tied embedding's head copy as its own tensor).
+  // Valid at a step boundary, until the next train_step; no communication.
+  std::vector<StateRun> state_runs();
+  // Restore: chunk c's parameters and moments as whole buffers of the chunk's layout
+  // (chunk(c).param_specs() offsets), every tensor filled; and the steps already taken. Every
+  // chunk is loaded before the next train_step.
+  void load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken);
 
  private:
   struct Chunk {

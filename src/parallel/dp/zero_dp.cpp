@@ -216,6 +216,19 @@ void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
     if (ag_pending_[i] && bk[i].start < hi && bk[i].end > lo) finish_param_all_gather(i);
 }
 
+void ZeroDataParallel::load_state(const float* params, const float* m, const float* v, int steps_taken) {
+  finish_param_all_gather();
+  float* M = optimizer_.moment1();
+  float* V = optimizer_.moment2();
+  for (const DpPiece& p : layout_.pieces()) {
+    const size_t n = p.view.numel, at = p.view.offset;
+    std::memcpy(shard_params_.data() + at, params + p.global, n * sizeof(float));
+    std::memcpy(M + at, m + p.global, n * sizeof(float));
+    std::memcpy(V + at, v + p.global, n * sizeof(float));
+  }
+  optimizer_.set_steps_taken(steps_taken);
+}
+
 size_t ZeroDataParallel::state_bytes() const {
   return (shard_params_.size() + shard_grads_.size() + rs_staging_.size() + ag_staging_.size()) * sizeof(float) +
          optimizer_.state_bytes();

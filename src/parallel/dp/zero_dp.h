@@ -62,6 +62,13 @@ class ZeroDataParallel {
   // Sum of one value per rank, added in rank order (bit-identical on every rank).
   double sum_across_ranks(double v);
   int steps_taken() const { return optimizer_.steps_taken(); }
+  // Checkpoints. This rank's state lives in its pieces (layout().pieces()): the master weights at
+  // shard_params() + view.offset, the moments at optimizer().moment1/2() + view.offset.
+  float* shard_params() { return shard_params_.data(); }
+  Optimizer& optimizer() { return optimizer_; }
+  // Restore: takes this rank's pieces of whole-buffer params / moments (the model's layout) and the
+  // step counter. The model's own parameters are the caller's (it writes all of them).
+  void load_state(const float* params, const float* m, const float* v, int steps_taken);
   double exposed_seconds() const { return exposed_s_; }
   void reset_exposed_seconds() { exposed_s_ = 0; }
   const DpBucketLayout& layout() const { return layout_; }

@@ -1,0 +1,95 @@
+// checkpoint_reader.cpp: see checkpoint_reader.h.
+#include "ckpt/checkpoint_reader.h"
+
+#include <cstring>  // std::memcpy
+
+#include "base/check.h"          // MS_CHECK
+#include "model/param_layout.h"  // build_param_layout, place_param
+
+namespace ms {
+
+CheckpointReader::CheckpointReader(const CheckpointStorage& storage, std::string dir, Manifest manifest,
+                                   const ModelConfig& model)
+    : storage_(storage), dir_(std::move(dir)), manifest_(std::move(manifest)), model_(model) {
+  for (const ManifestFile& f : manifest_.files) by_name_[f.name] = &f;
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+std::vector<std::string> CheckpointReader::file_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : files_) out.push_back(name);
+  return out;
+}
+
+const StMapped& CheckpointReader::file(const std::string& name) {
+  auto it = files_.find(name);
+  if (it != files_.end()) return *it->second;
+  const ManifestFile& rec = *by_name_.at(name);
+  const std::string rel = dir_ + "/" + name, where = storage_.describe() + "/" + rel;
+  MappedFile mapped = storage_.open(rel);
+  MS_CHECK(mapped.size() == rec.bytes, "{}: {} bytes, the manifest says {} (truncated or replaced)", where,
+           mapped.size(), rec.bytes);
+  const std::string h = xxh64_hex(xxh64_of(mapped.data(), mapped.size()));
+  MS_CHECK(h == rec.xxh64, "{}: checksum xxh64 {} does not match the manifest's {} (the file is corrupt)", where, h,
+           rec.xxh64);
+  bytes_read_ += mapped.size();
+  auto st = std::make_unique<StMapped>(std::move(mapped));
+  for (const ManifestEntry& e : rec.entries) {
+    const StMappedTensor& t = st->at(e.key);
+    MS_CHECK(t.dtype == DType::kF32 && t.bytes == (e.hi - e.lo) * sizeof(float),
+             "{}: tensor '{}' holds {} bytes of {}, the manifest says {} fp32 elements", where, e.key, t.bytes,
+             dtype_name(t.dtype), e.hi - e.lo);
+  }
+  return *files_.emplace(name, std::move(st)).first->second;
+}
+
+void CheckpointReader::verify_all() {
+  for (const ManifestFile& f : manifest_.files) file(f.name);
+}
+
+namespace {
+uint64_t numel_of(const ManifestTensor& t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+}  // namespace
+
+int CheckpointReader::saved_parts(const std::string& tensor, StateKind kind) const {
+  for (const ManifestFile& f : manifest_.files)
+    for (const ManifestEntry& e : f.entries)
+      if (e.tensor == tensor && e.kind == kind) return e.parts;
+  MS_FAIL("{}/{}: no {} entries for tensor '{}'", storage_.describe(), dir_, state_kind_name(kind), tensor);
+}
+
+std::vector<float> CheckpointReader::part(const std::string& tensor, StateKind kind, int p) {
+  auto tit = manifest_.tensors.find(tensor);
+  MS_CHECK(tit != manifest_.tensors.end(), "{}/{}: no tensor '{}' in the manifest", storage_.describe(), dir_, tensor);
+  const int parts = saved_parts(tensor, kind);
+  std::vector<float> out(numel_of(tit->second) / static_cast<uint64_t>(parts));
+  // The manifest was checked to cover each part exactly once.
+  for (const ManifestFile& f : manifest_.files)
+    for (const ManifestEntry& e : f.entries)
+      if (e.tensor == tensor && e.kind == kind && e.part == p)
+        std::memcpy(out.data() + e.lo, file(f.name).at(e.key).data, (e.hi - e.lo) * sizeof(float));
+  return out;
+}
+
+std::vector<float> CheckpointReader::whole(const std::string& tensor, StateKind kind) {
+  const int parts = saved_parts(tensor, kind);
+  if (parts == 1) return part(tensor, kind, 0);
+  std::vector<float> full(numel_of(manifest_.tensors.at(tensor)));
+  // The part's spec under the saving layout: the same model cut into `parts` (the head copy is cut
+  // as the token embedding it copies).
+  const std::string spec_name = tensor == kHeadCopyName ? "transformer.wte.weight" : tensor;
+  const ParamLayout layout = build_param_layout(model_, ModelShard{parts, 0});
+  const ParamSpec* spec = nullptr;
+  for (const ParamSpec& s : layout.specs)
+    if (s.name == spec_name) spec = &s;
+  MS_CHECK(spec, "{}/{}: tensor '{}' is not part of the model", storage_.describe(), dir_, tensor);
+  for (int p = 0; p < parts; p++) place_param(*spec, parts, p, part(tensor, kind, p).data(), full.data());
+  return full;
+}
+
+}  // namespace ms

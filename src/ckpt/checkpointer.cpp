@@ -1,0 +1,332 @@
+// checkpointer.cpp: see checkpointer.h.
+#include "ckpt/checkpointer.h"
+
+#include <sys/resource.h>  // setpriority
+#include <sys/syscall.h>   // SYS_gettid, SYS_ioprio_set
+#include <unistd.h>        // syscall, getpid
+
+#include <algorithm>  // std::sort
+#include <chrono>
+#include <cmath>      // std::isfinite
+#include <cstring>    // std::memcpy
+#include <random>
+
+#include <fmt/format.h>
+
+#include "base/check.h"          // MS_CHECK
+#include "base/clock.h"          // Stopwatch
+#include "base/log.h"            // logger
+#include "base/safetensors.h"    // safetensors_parts, StView
+#include "base/thread_pin.h"     // restore_thread_affinity
+#include "ckpt/ckpt_comm.h"      // broadcast_text
+#include "ckpt/ckpt_fault.h"     // ckpt_fault_point
+#include "model/param_layout.h"  // build_param_layout, ParamSplit
+#include "obs/trace_sink.h"      // TraceScope
+#include "train/trainer.h"       // Trainer, StateRun
+
+namespace ms {
+
+std::string checkpoint_dir_name(int step) { return fmt::format("step-{:08d}", step); }
+
+int checkpoint_step_of(const std::string& name) {
+  if (name.size() != 13 || !name.starts_with("step-")) return -1;
+  for (size_t i = 5; i < name.size(); i++)
+    if (name[i] < '0' || name[i] > '9') return -1;
+  return std::stoi(name.substr(5));
+}
+
+namespace {
+const char* split_name(ParamSplit s) {
+  switch (s) {
+    case ParamSplit::kReplicated: return "replicated";
+    case ParamSplit::kRows: return "rows";
+    case ParamSplit::kCols: return "cols";
+    case ParamSplit::kQkvRows: return "qkv_rows";
+  }
+  return "?";
+}
+
+// The writer runs behind training: lowest-but-one CPU priority for this thread and the idle-ish
+// best-effort I/O class level 7 (Linux ioprio: class 2 = best effort, shifted by 13).
+void lower_priority() {
+  const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 10);
+  (void)::syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, tid, (2 << 13) | 7);
+}
+}  // namespace
+
+Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
+                           CheckpointRank who)
+    : cfg_(cfg), trainer_(trainer), storage_(storage), who_(who) {
+  // One nonce per run names its temporary folders, so a save never mixes with leftovers of a run
+  // that died mid-save (those are removed here, before any rank of this run writes).
+  if (who_.rank == 0) {
+    std::random_device rd;
+    nonce_ = fmt::format("{:08x}{:08x}", rd(), rd());
+    for (const std::string& name : storage_.list())
+      if (name.starts_with(".tmp-") || name.find(".tmp.") != std::string::npos) storage_.remove_all(name);
+  }
+  broadcast_text(world, nonce_, 0);
+
+  // The snapshot: every state run this rank owns, three arrays each, back to back.
+  const int tp = cfg_.parallel.tp;
+  size_t at = 0;
+  for (const StateRun& r : trainer_.state_runs()) {
+    Slot s;
+    s.chunk = r.chunk;
+    s.spec_index = static_cast<size_t>(r.spec - trainer_.chunk(r.chunk).param_specs().data());
+    s.tensor = r.head_copy ? kHeadCopyName : r.spec->name;
+    const bool sharded = tp > 1 && r.spec->sharded();
+    s.parts = sharded ? tp : 1, s.part = sharded ? who_.tp : 0;
+    s.lo = r.lo, s.hi = r.hi;
+    if (r.lo == 0 && r.hi == r.spec->numel()) s.shape.assign(r.spec->shape.begin(), r.spec->shape.end());
+    else s.shape = {static_cast<int64_t>(r.hi - r.lo)};
+    s.at = at;
+    at += 3 * (r.hi - r.lo);
+    slots_.push_back(std::move(s));
+  }
+  buf_.resize(std::max<size_t>(at, 1));
+
+  // What every manifest of this run shares.
+  base_.model_hash = model_config_hash(cfg_.model);
+  base_.model = model_fields(cfg_);
+  base_.config_toml = to_toml(cfg_);
+  base_.dp = cfg_.parallel.dp, base_.tp = tp, base_.pp = cfg_.parallel.pp;
+  base_.virtual_stages = cfg_.parallel.pp > 1 ? cfg_.parallel.virtual_stages : 1;
+  // Splits as this run's TP cuts them (tp = 1: every tensor whole, "replicated").
+  for (const ParamSpec& s : build_param_layout(cfg_.model, ModelShard{tp, 0}).specs) {
+    ManifestTensor t{{s.full_shape.begin(), s.full_shape.end()}, split_name(tp > 1 ? s.split : ParamSplit::kReplicated)};
+    if (s.name == "transformer.wte.weight" && cfg_.parallel.pp > 1) base_.tensors[kHeadCopyName] = t;
+    base_.tensors[s.name] = std::move(t);
+  }
+  writer_ = std::thread([this] { writer_main(); });
+}
+
+Checkpointer::~Checkpointer() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
+
+Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens) {
+  TraceScope span("checkpoint stage 1");
+  const Stopwatch watch;
+  Stage1Stats st;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (busy_) {
+      const Stopwatch w;
+      cv_.wait(lock, [&] { return !busy_; });
+      st.waited_seconds = w.seconds();
+    }
+  }
+  ckpt_fault_point("stage1", who_.rank, step);
+  const std::vector<StateRun> runs = trainer_.state_runs();
+  MS_CHECK(runs.size() == slots_.size(), "checkpoint: the trainer's state runs changed ({} -> {})", slots_.size(),
+           runs.size());
+  float* b = buf_.data();
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < runs.size(); i++) {
+    const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at;
+    std::memcpy(b + at, runs[i].param, n * sizeof(float));
+    std::memcpy(b + at + n, runs[i].m, n * sizeof(float));
+    std::memcpy(b + at + 2 * n, runs[i].v, n * sizeof(float));
+  }
+  for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = Job{step, data, tokens};
+    busy_ = true;
+  }
+  cv_.notify_all();
+  if (!cfg_.checkpoint.async) wait_idle();
+  st.seconds = watch.seconds();
+  return st;
+}
+
+void Checkpointer::wait_idle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !busy_; });
+}
+
+std::vector<SaveOutcome> Checkpointer::take_outcomes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(outcomes_, {});
+}
+
+void Checkpointer::writer_main() {
+  restore_thread_affinity();  // not the CPU the training thread was pinned to
+  lower_priority();
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return busy_ || stop_; });
+      if (!busy_) return;
+      job = job_;
+    }
+    const Stopwatch watch;
+    SaveOutcome out = write_own(job);
+    if (who_.rank == 0) out = commit(job, out);
+    out.seconds = watch.seconds();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outcomes_.push_back(std::move(out));
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+SaveOutcome Checkpointer::write_own(const Job& job) {
+  SaveOutcome out;
+  out.step = job.step;
+  const std::string dir = tmp_dir(job.step), marker = fmt::format("{}/rank-{:05d}", dir, who_.rank);
+  try {
+    storage_.make_dir(dir);
+    ckpt_fault_point("write_error", who_.rank, job.step);
+    const float* b = buf_.data();
+    // Non-finite state is never published (the step's norm check makes this rare: it catches
+    // what the optimizer itself produced).
+    for (const Slot& s : slots_) {
+      const size_t n = s.hi - s.lo;
+      for (size_t i = 0; i < 3 * n; i++)
+        MS_CHECK(std::isfinite(b[s.at + i]), "rank {}: tensor {} holds a non-finite {} value ({}) at step {}",
+                 who_.rank, s.tensor, state_kind_name(kStateKinds[i / n]), b[s.at + i], job.step);
+    }
+    // Tensors cut over the TP group in one file, those replicated over it (held by TP rank 0) in
+    // another, so a TP rank restoring under the same layout reads its own part and only the small
+    // replicated file of TP rank 0.
+    std::vector<ManifestFile> recs;
+    for (const bool sharded_file : {true, false}) {
+      ManifestFile rec;
+      rec.name = fmt::format("rank-{:05d}{}.safetensors", who_.rank, sharded_file ? "" : "-replicated");
+      rec.rank = who_.rank, rec.dp = who_.dp, rec.tp = who_.tp, rec.pp = who_.pp;
+      std::vector<StView> views;
+      for (const Slot& s : slots_) {
+        if ((s.parts > 1) != sharded_file && cfg_.parallel.tp > 1) continue;
+        if (!sharded_file && cfg_.parallel.tp == 1) continue;  // tp = 1: one file
+        const size_t n = s.hi - s.lo;
+        for (int k = 0; k < 3; k++) {
+          ManifestEntry e;
+          e.kind = kStateKinds[k];
+          e.tensor = s.tensor, e.parts = s.parts, e.part = s.part, e.lo = s.lo, e.hi = s.hi;
+          e.key = fmt::format("{}/{}/{}/{}", state_kind_name(e.kind), s.tensor, s.part, s.lo);
+          views.push_back({e.key, DType::kF32, s.shape, b + s.at + k * n});
+          rec.entries.push_back(std::move(e));
+        }
+      }
+      if (views.empty()) continue;
+      std::string header;
+      const std::vector<ByteRange> parts = safetensors_parts(
+          views, {{"format", "megascale-checkpoint-shard"}, {"step", std::to_string(job.step)},
+                  {"rank", std::to_string(who_.rank)}}, header);
+      for (const ByteRange& r : parts) rec.bytes += r.size;
+      const uint64_t h = storage_.write_file(dir + "/" + rec.name, parts,
+                                             [&] { ckpt_fault_point("mid_file", who_.rank, job.step); });
+      rec.xxh64 = xxh64_hex(h);
+      out.bytes += rec.bytes;
+      recs.push_back(std::move(rec));
+    }
+    storage_.write_text(marker + ".json", manifest_files_to_json(recs));
+    out.ok = true;
+    out.message = fmt::format("rank {} wrote {} file(s) ({:.1f} MiB)", who_.rank, recs.size(), out.bytes / 1048576.0);
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.message = e.what();
+    try {
+      storage_.write_text(marker + ".failed", e.what());
+    } catch (const std::exception& e2) {
+      out.message += fmt::format(" (and its failure marker could not be written: {})", e2.what());
+    }
+    logger().error("checkpoint step {}: rank {}: {}", job.step, who_.rank, out.message);
+  }
+  return out;
+}
+
+SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
+  SaveOutcome out;
+  out.step = job.step, out.whole = true, out.bytes = own.bytes;
+  const std::string dir = tmp_dir(job.step), name = checkpoint_dir_name(job.step);
+  // Every rank's marker: its file's record, or why it failed (waited for even after a failure, so
+  // the folder is removed only once nobody writes into it any more).
+  Manifest m = base_;
+  m.step = job.step, m.data = job.data, m.tokens = job.tokens;
+  std::string problem;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(cfg_.checkpoint.timeout_s * 1e3));
+  for (int r = 0; r < who_.world; r++) {
+    const std::string marker = fmt::format("{}/rank-{:05d}", dir, r);
+    for (;;) {
+      if (storage_.exists(marker + ".json")) {
+        try {
+          for (ManifestFile& f : parse_manifest_files(storage_.read_text(marker + ".json"), marker + ".json"))
+            m.files.push_back(std::move(f));
+        } catch (const std::exception& e) {
+          if (problem.empty()) problem = e.what();
+        }
+        break;
+      }
+      if (storage_.exists(marker + ".failed")) {
+        if (problem.empty()) problem = fmt::format("rank {}: {}", r, storage_.read_text(marker + ".failed"));
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        if (problem.empty())
+          problem = fmt::format("rank {}'s file did not arrive within checkpoint.timeout_s={} s", r,
+                                cfg_.checkpoint.timeout_s);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  try {
+    if (!problem.empty()) MS_FAIL("{}", problem);
+    std::sort(m.files.begin(), m.files.end(), [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
+    const std::string gap = coverage_problem(m);
+    MS_CHECK(gap.empty(), "the ranks' files do not hold the whole state: {}", gap);
+    for (int r = 0; r < who_.world; r++) storage_.remove_all(fmt::format("{}/rank-{:05d}.json", dir, r));
+    storage_.write_text(dir + "/manifest.json", manifest_to_json(m));
+    ckpt_fault_point("before_publish", who_.rank, job.step);
+    storage_.publish_dir(dir, name);
+    ckpt_fault_point("before_latest", who_.rank, job.step);
+    storage_.write_text("latest", name + "\n");
+    apply_retention(job.step);
+    out.ok = true;
+    uint64_t total = 0;
+    for (const ManifestFile& f : m.files) total += f.bytes;
+    out.message = fmt::format("published {}/{} ({} files, {:.1f} MiB)", storage_.describe(), name, m.files.size(),
+                              total / 1048576.0);
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.message = fmt::format("step {} not published ({} still names the previous checkpoint): {}", job.step,
+                              storage_.describe() + "/latest", e.what());
+    try {
+      storage_.remove_all(dir);
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+void Checkpointer::apply_retention(int newest) {
+  std::vector<int> steps;
+  for (const std::string& n : storage_.list())
+    if (const int s = checkpoint_step_of(n); s >= 0) steps.push_back(s);
+  std::sort(steps.begin(), steps.end());
+  const int K = cfg_.checkpoint.keep_last, M = cfg_.checkpoint.keep_every;
+  for (size_t i = 0; i < steps.size(); i++) {
+    const int s = steps[i];
+    const bool recent = steps.size() - i <= static_cast<size_t>(K);
+    if (s == newest || recent || (M > 0 && s % M == 0)) continue;
+    storage_.remove_all(checkpoint_dir_name(s));
+  }
+}
+
+}  // namespace ms

@@ -1,0 +1,114 @@
+// checkpointer: the two-stage asynchronous save (MegaScale §4.4, CheckFreq's snapshot/persist).
+// Stage 1 (save(), on the training thread at a step boundary, every rank at the same step): copies
+// the state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its
+// ZeRO pieces or TP part) into a host snapshot buffer allocated once, then returns; training goes on.
+// It waits for the background writer only if that writer still uses the buffer (the previous save
+// is still being persisted), and says how long it waited.
+// Stage 2 (a background writer thread at low CPU and I/O priority, not pinned to the training
+// thread's CPU): refuses a snapshot holding NaN/Inf, writes the rank's safetensors file into the
+// save's temporary folder (".tmp-step-<N>-<nonce>", fsynced), then a marker with the file's record
+// (size, XXH64, entries) or the reason it failed. Rank 0's writer then waits for every rank's marker
+// (checkpoint.timeout_s), writes manifest.json, renames the folder to "step-<N>" and only then
+// replaces the `latest` pointer; it applies retention (keep_last newest plus every keep_every-th
+// step; never the newest). A save that fails anywhere is never published: `latest` keeps naming
+// the previous complete checkpoint.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/aligned.h"        // AlignedBuffer
+#include "ckpt/manifest.h"       // Manifest, ManifestEntry
+#include "ckpt/storage.h"        // CheckpointStorage
+#include "config/config.h"       // Config
+#include "data/dataloader.h"     // DataLoader::Position
+
+namespace ms {
+
+class Communicator;
+class Trainer;
+
+// Where this rank sits: world rank and size, and its grid coordinates.
+struct CheckpointRank {
+  int rank = 0, world = 1;
+  int dp = 0, tp = 0, pp = 0;
+};
+
+struct SaveOutcome {
+  int step = 0;
+  bool ok = false;
+  bool whole = false;       // rank 0: the outcome of the whole save (published or not); others: their file
+  std::string message;      // what was published, or why not
+  double seconds = 0;       // stage 2 duration
+  uint64_t bytes = 0;       // this rank's file
+};
+
+struct Stage1Stats {
+  double seconds = 0;         // the whole stall of the training thread
+  double waited_seconds = 0;  // of which waiting for the previous save's writer (buffer in use)
+  uint64_t bytes = 0;         // copied into the snapshot buffer
+};
+
+class Checkpointer {
+ public:
+  // Every rank constructs it (collective over world, which may be nullptr for one process): rank 0
+  // picks this run's nonce for temporary folders and removes temporary folders left by earlier runs.
+  Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
+               CheckpointRank who);
+  ~Checkpointer();  // finishes a save in flight (never abandons one half-written)
+
+  // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next step.
+  Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens);
+  // Blocks until the writer has finished everything handed to it.
+  void wait_idle();
+  // Outcomes finished since the last call.
+  std::vector<SaveOutcome> take_outcomes();
+
+ private:
+  struct Job {
+    int step = 0;
+    DataLoader::Position data;
+    uint64_t tokens = 0;
+  };
+  struct Slot {  // one state run's place in the snapshot buffer and in the file
+    int chunk = 0;
+    size_t spec_index = 0;
+    std::string tensor;
+    std::vector<int64_t> shape;  // in the file
+    int parts = 1, part = 0;
+    uint64_t lo = 0, hi = 0;
+    size_t at = 0;               // offset of its param array in buf_ (then m at +n, v at +2n)
+  };
+  void writer_main();
+  SaveOutcome write_own(const Job& job);   // this rank's file and marker
+  SaveOutcome commit(const Job& job, const SaveOutcome& own);  // rank 0: manifest, publish, latest, retention
+  void apply_retention(int newest);
+  std::string tmp_dir(int step) const;
+
+  Config cfg_;
+  Trainer& trainer_;
+  CheckpointStorage& storage_;
+  CheckpointRank who_;
+  std::string nonce_;
+  std::vector<Slot> slots_;
+  AlignedBuffer<float> buf_;
+  Manifest base_;  // what every manifest shares (tensors, layout, config, model hash)
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool busy_ = false, stop_ = false;
+  Job job_;
+  std::vector<SaveOutcome> outcomes_;
+  std::thread writer_;
+};
+
+// The step folder's name: "step-00000042".
+std::string checkpoint_dir_name(int step);
+// Parses a step folder's name; -1 if it is not one.
+int checkpoint_step_of(const std::string& name);
+
+}  // namespace ms

@@ -1,0 +1,32 @@
+// ckpt_comm.cpp: see ckpt_comm.h.
+#include "ckpt/ckpt_comm.h"
+
+#include <cstdint>
+#include <cstring>  // std::memcpy
+#include <vector>
+
+#include "comm/communicator.h"  // Communicator
+
+namespace ms {
+
+void broadcast_text(Communicator* group, std::string& text, int root) {
+  if (!group || group->size() == 1) return;
+  // The length as two exact fp32 integers (< 2^24 each), then the bytes packed into fp32 words.
+  const uint64_t n = text.size();
+  float len[2] = {static_cast<float>(n >> 24), static_cast<float>(n & 0xFFFFFF)};
+  group->broadcast(len, 2, DType::kF32, root);
+  const uint64_t m = (static_cast<uint64_t>(len[0]) << 24) | static_cast<uint64_t>(len[1]);
+  std::vector<float> words((m + 3) / 4);
+  if (group->rank() == root && m) std::memcpy(words.data(), text.data(), m);
+  if (!words.empty()) group->broadcast(words.data(), words.size(), DType::kF32, root);
+  text.assign(reinterpret_cast<const char*>(words.data()), m);
+}
+
+bool any_rank(Communicator* group, bool flag) {
+  if (!group || group->size() == 1) return flag;
+  float v = flag ? 1.0f : 0.0f;
+  group->all_reduce(&v, 1, DType::kF32, ReduceOp::kMax);
+  return v > 0.5f;
+}
+
+}  // namespace ms

@@ -1,0 +1,81 @@
+// manifest: what a checkpoint holds, written last (ckpt/checkpointer.h) and read first (restore.h).
+// A checkpoint is one folder per step: one safetensors file per rank (the state runs that rank owns,
+// Trainer::state_runs) plus manifest.json: format version, step, the trainer and data state, the
+// resolved config, a hash of the model config, every tensor's whole shape and split, and for every
+// file its size, its xxHash64 and each entry's place (tensor, kind, TP part, element range of the
+// part). The place is layout-independent, so a checkpoint loads under any DP x TP x PP layout.
+// parse_manifest() trusts nothing: every field is checked and every error names the file and field.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"        // Config, ModelConfig
+#include "data/dataloader.h"      // DataLoader::Position
+
+namespace ms {
+
+constexpr int kCheckpointFormatVersion = 1;
+
+// The three arrays saved per tensor element.
+enum class StateKind : uint8_t { kParam, kMoment1, kMoment2 };
+const char* state_kind_name(StateKind k);  // "param", "exp_avg", "exp_avg_sq"
+inline constexpr StateKind kStateKinds[] = {StateKind::kParam, StateKind::kMoment1, StateKind::kMoment2};
+
+// The name the head stage's copy of the tied token embedding is saved under (pipeline > 1).
+inline constexpr const char* kHeadCopyName = "lm_head.weight";
+
+// One tensor in a file: elements [lo, hi) of TP part `part` of `parts` of `tensor`'s `kind` array.
+struct ManifestEntry {
+  std::string key;     // its name inside the safetensors file
+  std::string tensor;  // whole-model name (Hugging Face GPT-2 names; kHeadCopyName for the head copy)
+  StateKind kind = StateKind::kParam;
+  int parts = 1, part = 0;
+  uint64_t lo = 0, hi = 0;
+};
+
+struct ManifestFile {
+  std::string name;  // file name inside the checkpoint folder
+  int rank = 0;      // the writer's world rank and grid coordinates
+  int dp = 0, tp = 0, pp = 0;
+  uint64_t bytes = 0;
+  std::string xxh64;  // 16 hex digits of XXH64(seed 0) over the whole file
+  std::vector<ManifestEntry> entries;
+};
+
+struct ManifestTensor {
+  std::vector<int64_t> shape;  // the whole tensor's shape
+  std::string split;           // how TP cuts it: "replicated", "rows", "cols", "qkv_rows"
+};
+
+struct Manifest {
+  int format_version = kCheckpointFormatVersion;
+  int step = 0;                       // optimizer steps taken when saved
+  DataLoader::Position data;          // the training stream's position for step + 1
+  uint64_t tokens = 0;                // training tokens consumed so far (whole job)
+  std::string model_hash;             // model_config_hash() of the run that saved it
+  std::map<std::string, std::string> model;  // the model section, key -> value text (for diffs)
+  std::string config_toml;            // the resolved config of the run that saved it
+  int dp = 1, tp = 1, pp = 1, virtual_stages = 1;
+  std::map<std::string, ManifestTensor> tensors;
+  std::vector<ManifestFile> files;
+};
+
+// Hash of the [model] section (16 hex digits): checkpoints of another model shape are refused.
+std::string model_config_hash(const ModelConfig& m);
+std::map<std::string, std::string> model_fields(const Config& c);  // "n_layer" -> "12", ...
+
+std::string manifest_to_json(const Manifest& m);
+// `where` names the source (a path) in errors. Rejects a newer format version, missing or
+// mistyped fields, entries outside their tensor, files listed twice.
+Manifest parse_manifest(const std::string& text, const std::string& where);
+// A rank's file records (the marker its writer leaves for rank 0) as a JSON array and back.
+std::string manifest_files_to_json(const std::vector<ManifestFile>& files);
+std::vector<ManifestFile> parse_manifest_files(const std::string& text, const std::string& where);
+// Empty if the checkpoint's model equals cfg's; else "model.n_layer: checkpoint 4, config 2; ...".
+std::string model_difference(const Manifest& m, const Config& cfg);
+// Every element of every (tensor, kind) covered exactly once by the entries; else the reason.
+std::string coverage_problem(const Manifest& m);
+
+}  // namespace ms

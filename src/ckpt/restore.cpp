@@ -1,0 +1,188 @@
+// restore.cpp: see restore.h.
+#include "ckpt/restore.h"
+
+#include <algorithm>  // std::sort
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "base/check.h"               // MS_CHECK
+#include "base/clock.h"               // Stopwatch
+#include "base/log.h"                 // logger
+#include "ckpt/checkpoint_reader.h"   // CheckpointReader
+#include "ckpt/checkpointer.h"        // checkpoint_step_of
+#include "ckpt/ckpt_comm.h"           // broadcast_text, any_rank
+#include "comm/communicator.h"        // Communicator
+#include "model/param_layout.h"       // slice_param
+#include "train/trainer.h"            // Trainer
+
+namespace ms {
+
+std::vector<std::string> checkpoint_candidates(const CheckpointStorage& storage,
+                                               const std::function<void(const std::string&)>& note) {
+  std::vector<std::pair<int, std::string>> steps;
+  for (const std::string& n : storage.list())
+    if (const int s = checkpoint_step_of(n); s >= 0) steps.push_back({s, n});
+  std::sort(steps.rbegin(), steps.rend());
+  std::vector<std::string> out;
+  if (storage.exists("latest")) {
+    std::string target = storage.read_text("latest");
+    while (!target.empty() && (target.back() == '\n' || target.back() == ' ')) target.pop_back();
+    if (checkpoint_step_of(target) >= 0 && storage.exists(target)) out.push_back(target);
+    else note(fmt::format("{}/latest names '{}', which is not a checkpoint folder there; trying the step folders, "
+                          "newest first", storage.describe(), target));
+  }
+  for (const auto& [s, n] : steps)
+    if (out.empty() || n != out[0]) out.push_back(n);
+  return out;
+}
+
+Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& dir, const Config& cfg) {
+  const std::string where = storage.describe() + "/" + dir;
+  MS_CHECK(storage.exists(dir), "{}: no such checkpoint folder", where);
+  MS_CHECK(storage.exists(dir + "/manifest.json"), "{}: manifest.json is missing (an incomplete checkpoint)", where);
+  Manifest m = parse_manifest(storage.read_text(dir + "/manifest.json"), where + "/manifest.json");
+  const std::string diff = model_difference(m, cfg);
+  MS_CHECK(diff.empty(), "{}: saved for another model: {}", where, diff);
+  if (const int s = checkpoint_step_of(std::filesystem::path(dir).filename().string()); s >= 0)
+    MS_CHECK(s == m.step, "{}: the manifest says step {}, the folder's name step {}", where, m.step, s);
+  for (const ManifestFile& f : m.files) {
+    MS_CHECK(storage.exists(dir + "/" + f.name), "{}: {} is missing", where, f.name);
+    const uint64_t n = storage.size(dir + "/" + f.name);
+    MS_CHECK(n == f.bytes, "{}/{}: {} bytes, the manifest says {} (truncated or replaced)", where, f.name, n, f.bytes);
+  }
+  return m;
+}
+
+namespace {
+
+// This rank's chunks as whole buffers of their layouts (params, exp_avg, exp_avg_sq per chunk),
+// cut from the checkpoint's whole tensors for this rank's TP part.
+std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, Trainer& trainer, const Config& cfg,
+                                            const CheckpointRank& who) {
+  std::vector<std::vector<float>> out;
+  const int tp = cfg.parallel.tp;
+  const bool has_head_copy = reader.manifest().tensors.count(kHeadCopyName) > 0;
+  for (int c = 0; c < trainer.num_chunks(); c++) {
+    const GPT& m = trainer.chunk(c);
+    for (StateKind kind : kStateKinds) {
+      std::vector<float> buf(m.num_params());
+      for (const ParamSpec& s : m.param_specs()) {
+        // The head stage's copy of the tied embedding: its own saved copy when the saving run had
+        // one (pipeline), else the token embedding it equals.
+        const bool head_copy = cfg.parallel.pp > 1 && !m.has_embedding() && s.name == "transformer.wte.weight";
+        const std::string name = head_copy && has_head_copy ? kHeadCopyName : s.name;
+        // Saved under this TP degree: this rank's part alone; else the whole tensor, cut again.
+        const bool cut = tp > 1 && s.sharded();
+        const int saved = reader.saved_parts(name, kind);
+        if (saved == (cut ? tp : 1)) {
+          const std::vector<float> mine = reader.part(name, kind, cut ? who.tp : 0);
+          std::copy(mine.begin(), mine.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
+          continue;
+        }
+        const std::vector<float> full = reader.whole(name, kind);
+        if (cut) slice_param(s, tp, who.tp, full.data(), buf.data() + s.offset);
+        else std::copy(full.begin(), full.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
+      }
+      out.push_back(std::move(buf));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const CheckpointStorage& storage,
+                                 Communicator* world, Communicator* dp, CheckpointRank who,
+                                 const std::function<void(const std::string&)>& log) {
+  const Stopwatch watch;
+  RestoreResult res;
+  const std::string mode = cfg.train.resume;
+  if (mode == "never") return res;
+  const bool explicit_path = mode != "auto";
+  // A PATH is read where it is: its parent folder is the storage root.
+  std::unique_ptr<LocalStorage> own;
+  const CheckpointStorage* st = &storage;
+  std::vector<std::string> candidates;
+  if (explicit_path) {
+    const std::filesystem::path p = std::filesystem::absolute(mode).lexically_normal();
+    const std::filesystem::path dir = p.filename().empty() ? p.parent_path() : p;
+    own = std::make_unique<LocalStorage>(dir.parent_path().string(), /*create=*/false);
+    st = own.get();
+    candidates = {dir.filename().string()};
+  } else if (who.rank == 0) {
+    candidates = checkpoint_candidates(storage, log);
+  }
+  const bool reader = !cfg.checkpoint.broadcast_restore || !dp || dp->size() == 1 || dp->rank() == 0;
+  for (size_t i = 0;; i++) {
+    // Rank 0 proposes the next candidate that passes its checks: "OK <dir>\n<manifest>", or says
+    // there is none left ("END"), or that the one asked for is unusable ("ERROR <reason>").
+    std::string msg;
+    if (who.rank == 0) {
+      msg = "END";
+      for (; i < candidates.size(); i++) {
+        try {
+          const Manifest m = check_checkpoint(*st, candidates[i], cfg);
+          msg = "OK " + candidates[i] + "\n" + st->read_text(candidates[i] + "/manifest.json");
+          break;
+        } catch (const std::exception& e) {
+          if (explicit_path) {
+            msg = fmt::format("ERROR train.resume={}: {}", mode, e.what());
+            break;
+          }
+          log(fmt::format("checkpoint {} skipped: {}", candidates[i], e.what()));
+        }
+      }
+    }
+    broadcast_text(world, msg, 0);
+    if (msg.starts_with("ERROR ")) MS_FAIL("{}", msg.substr(6));
+    if (msg == "END") {
+      MS_CHECK(!explicit_path, "train.resume={}: no usable checkpoint", mode);
+      if (who.rank == 0 && !candidates.empty()) log("no checkpoint verifies; starting from scratch");
+      res.seconds = watch.seconds();
+      return res;
+    }
+    const size_t nl = msg.find('\n');
+    const std::string dir = msg.substr(3, nl - 3);
+    Manifest m = parse_manifest(msg.substr(nl + 1), st->describe() + "/" + dir + "/manifest.json");
+    // The readers read and verify; nothing is installed until every rank has what it needs.
+    std::vector<std::vector<float>> state;
+    std::string failure;
+    CheckpointReader rd(*st, dir, m, cfg.model);
+    if (reader) {
+      try {
+        state = read_chunks(rd, trainer, cfg, who);
+      } catch (const std::exception& e) {
+        failure = e.what();
+        logger().error("rank {}: checkpoint {}: {}", who.rank, dir, failure);
+      }
+    }
+    if (any_rank(world, !failure.empty())) {
+      MS_CHECK(!explicit_path, "train.resume={}: the checkpoint failed verification{}", mode,
+               failure.empty() ? " on another rank (see its error)" : ": " + failure);
+      if (who.rank == 0)
+        log(fmt::format("checkpoint {} skipped: {}", dir, failure.empty() ? "a file failed verification on another "
+                                                                             "rank (see its error)" : failure));
+      continue;  // rank 0 proposes the next one
+    }
+    if (!reader) {
+      state.resize(3 * static_cast<size_t>(trainer.num_chunks()));
+      for (int c = 0; c < trainer.num_chunks(); c++)
+        for (int k = 0; k < 3; k++) state[3 * c + k].resize(trainer.chunk(c).num_params());
+    }
+    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1)
+      for (std::vector<float>& b : state) dp->broadcast(b.data(), b.size(), DType::kF32, 0);
+    for (int c = 0; c < trainer.num_chunks(); c++)
+      trainer.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);
+    res.restored = true;
+    res.path = st->describe() + "/" + dir;
+    res.manifest = std::move(m);
+    res.files_read = rd.files_read();
+    res.bytes_read = rd.bytes_read();
+    res.files = rd.file_names();
+    res.seconds = watch.seconds();
+    return res;
+  }
+}
+
+}  // namespace ms

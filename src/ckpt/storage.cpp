@@ -1,0 +1,129 @@
+// storage.cpp: see storage.h.
+#include "ckpt/storage.h"
+
+#include <fcntl.h>   // open
+#include <unistd.h>  // write, fsync, close, getpid
+
+#include <algorithm>  // std::sort
+#include <cerrno>
+#include <cstring>  // std::strerror
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "base/check.h"  // MS_CHECK, MS_SYSCHECK
+
+namespace ms {
+
+namespace fs = std::filesystem;
+
+std::string xxh64_hex(uint64_t h) { return fmt::format("{:016x}", h); }
+uint64_t xxh64_of(const void* data, size_t n) { return XXH64(data, n, 0); }
+
+LocalStorage::LocalStorage(std::string root, bool create) : root_(std::move(root)) {
+  if (!create) return;
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  MS_CHECK(!ec, "{}: cannot create the checkpoint folder: {}", root_, ec.message());
+}
+
+uint64_t LocalStorage::write_file(const std::string& rel, const std::vector<ByteRange>& parts,
+                                  const std::function<void()>& midway) {
+  const std::string final_path = path(rel), tmp = final_path + ".part";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  MS_SYSCHECK(fd >= 0, "{}: cannot create", tmp);
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  size_t total = 0, written = 0;
+  for (const ByteRange& r : parts) total += r.size;
+  bool halfway_done = !midway;
+  int err = 0;
+  for (const ByteRange& r : parts) {
+    XXH64_update(st, r.data, r.size);
+    const char* p = static_cast<const char*>(r.data);
+    size_t left = r.size;
+    while (left > 0 && err == 0) {
+      size_t n = std::min<size_t>(left, size_t{64} << 20);
+      if (!halfway_done && written < total / 2) n = std::min(n, total / 2 - written);
+      const ssize_t w = ::write(fd, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      p += w, left -= static_cast<size_t>(w), written += static_cast<size_t>(w);
+      if (!halfway_done && written >= total / 2) {
+        halfway_done = true;
+        midway();
+      }
+    }
+  }
+  const uint64_t h = XXH64_digest(st);
+  XXH64_freeState(st);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    MS_FAIL("{}: write failed after {} of {} bytes: {}", final_path, written, total, std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    MS_FAIL("{}: cannot rename {} to it: {}", final_path, tmp, std::strerror(err));
+  }
+  fsync_directory(fs::path(final_path).parent_path().string());
+  return h;
+}
+
+void LocalStorage::write_text(const std::string& rel, std::string_view text) { write_text_atomic(path(rel), text); }
+
+std::string LocalStorage::read_text(const std::string& rel) const {
+  std::ifstream in(path(rel), std::ios::binary);
+  MS_SYSCHECK(in.good(), "{}: cannot open", path(rel));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+MappedFile LocalStorage::open(const std::string& rel) const { return MappedFile(path(rel)); }
+
+bool LocalStorage::exists(const std::string& rel) const {
+  std::error_code ec;
+  return fs::exists(path(rel), ec);
+}
+
+uint64_t LocalStorage::size(const std::string& rel) const {
+  std::error_code ec;
+  const uint64_t n = fs::file_size(path(rel), ec);
+  MS_CHECK(!ec, "{}: {}", path(rel), ec.message());
+  return n;
+}
+
+std::vector<std::string> LocalStorage::list(const std::string& rel_dir) const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path(rel_dir), ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void LocalStorage::make_dir(const std::string& rel) {
+  std::error_code ec;
+  fs::create_directories(path(rel), ec);
+  MS_CHECK(!ec, "{}: cannot create: {}", path(rel), ec.message());
+}
+
+void LocalStorage::publish_dir(const std::string& tmp_rel, const std::string& final_rel) {
+  publish_directory(path(tmp_rel), path(final_rel));
+}
+
+void LocalStorage::remove_all(const std::string& rel) {
+  std::error_code ec;
+  fs::remove_all(path(rel), ec);
+  MS_CHECK(!ec, "{}: cannot remove: {}", path(rel), ec.message());
+}
+
+}  // namespace ms
