@@ -2,6 +2,7 @@
 //   megascale prepare INPUT... --out DIR     text files / folders -> GPT-2 token shards
 //   megascale train [CONFIG.toml] [--section.key=value ...]   train a GPT (see --help for every key)
 //   megascale launch --nproc N [--store file|redis|redis://h:p] -- CMD...   N local ranks of CMD
+//   megascale ckpt inspect DIR | ckpt export DIR OUT   verify a checkpoint / write it as a Hugging Face folder
 //   megascale bench comm [--ranks 8,16,32] [--store file,redis] [--sizes 4K..64M]   comm start-up and bandwidth
 #include <cstdio>
 #include <map>
@@ -15,6 +16,7 @@
 #include "base/check.h"    // ms::Error
 #include "base/log.h"      // ms::logger
 #include "bench_comm.h"     // CommBenchOptions, run_comm_bench, run_comm_bench_worker
+#include "ckpt_tool.h"      // run_ckpt_inspect, run_ckpt_export
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
 #include "launch/launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
 #include "data/prepare.h"  // PrepareOptions, run_prepare
@@ -92,6 +94,20 @@ void add_bench(CLI::App& app, ms::CommBenchOptions& opt, ms::CommBenchWorkerOpti
   wk->add_option("--out", w.out);
 }
 
+struct CkptArgs {
+  std::string dir, out;
+};
+
+void add_ckpt(CLI::App& app, CkptArgs& a) {
+  CLI::App* ckpt = app.add_subcommand("ckpt", "checkpoint tools");
+  ckpt->require_subcommand(1);
+  CLI::App* inspect = ckpt->add_subcommand("inspect", "print a checkpoint's manifest and verify every file's checksum");
+  inspect->add_option("dir", a.dir, "a step folder (with manifest.json) or a checkpoint folder (its latest)")->required();
+  CLI::App* exp = ckpt->add_subcommand("export", "write a checkpoint's model as a Hugging Face GPT-2 folder");
+  exp->add_option("dir", a.dir, "a step folder (with manifest.json) or a checkpoint folder (its latest)")->required();
+  exp->add_option("out", a.out, "output folder (replaced atomically)")->required();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,6 +124,8 @@ int main(int argc, char** argv) {
   ms::CommBenchOptions bench;
   ms::CommBenchWorkerOptions bench_worker;
   add_bench(app, bench, bench_worker);
+  CkptArgs ckpt;
+  add_ckpt(app, ckpt);
   // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
   // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead. Arguments
   // after "--" (the command of `launch`) are passed on untouched.
@@ -140,6 +158,12 @@ int main(int argc, char** argv) {
         return 0;
       }
       return ms::run_comm_bench(bench);
+    }
+    if (app.got_subcommand("ckpt")) {
+      CLI::App* c = app.get_subcommand("ckpt");
+      if (c->got_subcommand("inspect")) return ms::run_ckpt_inspect(ckpt.dir);
+      ms::run_ckpt_export(ckpt.dir, ckpt.out);
+      return 0;
     }
     if (app.got_subcommand("prepare")) {
       prep.tokenizer_dir = ms::tokenizer_dir_or_default(prep.tokenizer_dir);
