@@ -207,13 +207,14 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   LaunchResult result;
   int running = n;
   bool stopping = false;                  // SIGTERM (or a forwarded signal) sent; SIGKILL at kill_at
+  int forwarded_signal = 0;               // the first signal the launcher got and passed on
   bool killed = false;                    // SIGKILL sent
   Clock::time_point kill_at{}, drain_until{};
   auto start_stopping = [&](int sig) {
     if (stopping) return;
     stopping = true;
     signal_groups(children.groups(), sig);
-    kill_at = Clock::now() + opt.grace;
+    kill_at = Clock::now() + (forwarded_signal != 0 ? opt.signal_grace : opt.grace);
   };
 
   std::vector<pollfd> pfds;
@@ -250,6 +251,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
       if (result.failure.empty()) {
         result.failure = fmt::format("launcher got signal {} ({})", sig, signal_description(sig));
         result.exit_code = 128 + sig;
+        forwarded_signal = sig;
       }
       if (!stopping) {
         launch_log().warn("got signal {}; forwarding it to the ranks", sig);
@@ -290,6 +292,18 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
                      opt.grace.count());
       signal_groups(children.groups(), SIGKILL);
       killed = true;
+    }
+  }
+  // A forwarded SIGTERM / SIGINT that every rank answered by finishing cleanly (a training run
+  // saves a checkpoint and exits 0: preemption) is a clean stop, not a failure.
+  if (forwarded_signal != 0 && result.failed_rank < 0) {
+    bool all_zero = true;
+    for (const auto& c : kids) all_zero = all_zero && !c.running && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+    if (all_zero) {
+      launch_log().info("stopped by signal {} ({}); every rank exited 0", forwarded_signal,
+                        signal_description(forwarded_signal));
+      result.failure.clear();
+      result.exit_code = 0;
     }
   }
   if (!result.failure.empty()) launch_log().error("failed: {}", result.failure);

@@ -13,7 +13,9 @@
 //  - When a child exits non-zero or dies by a signal, the launcher says which rank failed and how
 //    ("rank 2 exited with code 1", "rank 1 killed by signal 9"), terminates the others (SIGTERM to
 //    their process groups, SIGKILL after the grace period) and returns non-zero. SIGINT/SIGTERM/SIGHUP
-//    sent to the launcher are forwarded to the children the same way. No child outlives the call.
+//    sent to the launcher are forwarded to the children the same way (SIGKILL after signal_grace);
+//    if every rank then exits 0 (a clean stop: training saves and exits), the launcher exits 0,
+//    else 128+signal. A second signal kills the ranks at once. No child outlives the call.
 //  - The launcher's own messages go to stderr as "megascale launch: <message>" lines (spdlog).
 // The pieces live beside this file: signal_forwarding.h, rank_output.h, redis_server.h, process.h.
 #pragma once
@@ -30,7 +32,10 @@ struct LaunchOptions {
   std::string run_dir;                // parent folder of the file store; empty: the temporary folder
   std::string backend = "gloo";       // MEGASCALE_BACKEND of the children
   bool quiet_others = false;          // forward only rank 0's stdout
-  std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
+  std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL after a rank failed
+  // SIGTERM -> SIGKILL after a signal to the launcher (preemption: the ranks save a checkpoint at
+  // the next step boundary and exit 0; a launcher whose ranks all exit 0 then exits 0 too).
+  std::chrono::milliseconds signal_grace{120000};
 };
 
 // What happened to the ranks of one launch.

@@ -173,7 +173,8 @@ TEST_F(Launcher, RankIgnoringSigtermIsKilled) {
 
 TEST_F(Launcher, SignalsAreForwarded) {
   // The launcher runs in the background; once both ranks are up it gets SIGTERM, which each rank
-  // must see (its trap prints and exits 0). The launcher then exits 128+15.
+  // must see (its trap prints and exits 0). Every rank stopped cleanly, so the launcher exits 0
+  // (preemption); a rank that fails after the signal makes it exit 128+15.
   const std::string out = path("out.txt");
   const std::string script = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
   const std::string cmd = launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
@@ -181,10 +182,18 @@ TEST_F(Launcher, SignalsAreForwarded) {
                           "kill -TERM $L; wait $L; echo launcher=$?";
   CmdResult r = run_cmd(cmd);
   const std::string text = ms::testing::slurp(out);
-  EXPECT_NE(r.output.find("launcher=143"), std::string::npos) << r.output << text;
+  EXPECT_NE(r.output.find("launcher=0"), std::string::npos) << r.output << text;
   EXPECT_NE(text.find("[rank 0] got TERM"), std::string::npos) << text;
   EXPECT_NE(text.find("[rank 1] got TERM"), std::string::npos) << text;
   EXPECT_NE(text.find("got signal 15"), std::string::npos) << text;
+  EXPECT_NE(text.find("every rank exited 0"), std::string::npos) << text;
+
+  const std::string failing = "trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
+  const std::string cmd2 = launch("--nproc 2", failing) + " >" + out + " 2>&1 & L=$!; i=0; " +
+                           "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
+                           "kill -TERM $L; wait $L; echo launcher=$?";
+  r = run_cmd(cmd2);
+  EXPECT_NE(r.output.find("launcher=143"), std::string::npos) << r.output << ms::testing::slurp(out);
 }
 
 TEST_F(Launcher, RedisStoreIsStartedAndStopped) {

@@ -1,0 +1,132 @@
+// test_checkpoint_resume: exact resume and resharding, as real training processes.
+//  - Exact resume (issue 11): train 6 steps uninterrupted; separately train 3 (train.exit_after
+//    saves and stops), resume (train.resume=auto) and finish: the losses of steps 4..6, the data
+//    position in the checkpoint and the final weights are bit-identical. One process and a 2x2x2
+//    DP x TP x PP layout, fp32 and bf16.
+//  - Recovery read: under 2x2x2 only DP rank 0 of each data-parallel group reads files; within a
+//    group every file is read at most once, and every file of the checkpoint is read by some group.
+//  - Resharding: the 2x2x2 checkpoint resumed on one process, on tp = 2 alone and on a smaller DP
+//    (dp = 1, tp = 2, pp = 2: a machine lost): steps 4..6 within the pipeline suite's tolerance of
+//    the uninterrupted 2x2x2 run.
+//  - SIGTERM: a run told to stop mid-training saves at the next step boundary and exits 0, on one
+//    process and on every rank under `megascale launch`; the resumed run is exact.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "ckpt/ckpt_runs.h"
+#include "common/processes.h"
+
+namespace ms::testing {
+namespace {
+
+const std::string k222 = pp_layout(2, 2, 2, false);
+
+void exact_resume(const std::string& prefix, const std::string& layout, const std::string& precision) {
+  CkptRuns runs("ckpt_exact");
+  const std::string extra = layout + " --train.precision=" + precision;
+  runs.train(prefix, "whole", extra);
+  const CmdResult first = runs.run(prefix, "split", extra + " --train.exit_after=3");
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_NE(first.output.find("stopped after step 3"), std::string::npos) << first.output;
+  EXPECT_EQ(runs.latest("split"), "step-00000003");
+  // The data position saved: 3 steps of the global batch of 8 sequences.
+  const auto manifest = nlohmann::json::parse(slurp(runs.ckpt("split", 3) + "/manifest.json"));
+  EXPECT_EQ(manifest["data"]["index"].get<int>(), 24);
+  EXPECT_EQ(manifest["tokens"].get<int>(), 3 * 8 * 64);
+  const std::string resumed = runs.train(prefix, "split", extra);
+  EXPECT_NE(resumed.find("resumed from " + runs.ckpt("split", 3) + " (step 3"), std::string::npos) << resumed;
+  EXPECT_EQ(runs.step_losses("split").size(), 6u);
+  runs.expect_same_losses("whole", "split", 1, 6);
+  runs.expect_same_model("whole", "split");
+}
+
+TEST(CheckpointResume, ExactSingleProcessFp32) { exact_resume(megascale_bin(), "", "fp32"); }
+TEST(CheckpointResume, ExactSingleProcessBf16) { exact_resume(megascale_bin(), "", "bf16"); }
+TEST(CheckpointResume, Exact2x2x2Fp32) { exact_resume(launch(8), k222, "fp32"); }
+TEST(CheckpointResume, Exact2x2x2Bf16) { exact_resume(launch(8), k222, "bf16"); }
+
+TEST(CheckpointResume, OneReaderPerDataParallelGroupAndResharding) {
+  CkptRuns runs("ckpt_reshard");
+  runs.train(launch(8), "src", k222);
+  const CmdResult saved = runs.run(launch(8), "ck", k222 + " --train.exit_after=3");
+  ASSERT_EQ(saved.code, 0) << saved.output;
+  const std::string ck = runs.ckpt("ck", 3);
+  const auto manifest = nlohmann::json::parse(slurp(ck + "/manifest.json"));
+  std::set<std::string> all_files;
+  for (const auto& f : manifest["files"]) all_files.insert(f["name"].get<std::string>());
+  EXPECT_EQ(all_files.size(), 12u) << "8 ranks' files plus the TP-replicated files of the 4 TP rank 0s";
+
+  // Same layout: reads per rank from restore_rank<R>.json.
+  runs.train(launch(8), "ck", k222);
+  std::map<std::pair<int, int>, std::map<std::string, int>> reads_per_group;  // (tp, pp) -> file -> reads
+  std::set<std::string> read_somewhere;
+  for (int r = 0; r < 8; r++) {
+    const auto j = nlohmann::json::parse(slurp(runs.dir() + "/ck/restore_rank" + std::to_string(r) + ".json"));
+    const int dp = j["dp"].get<int>();
+    if (dp != 0) EXPECT_EQ(j["files_read"].get<int>(), 0) << "rank " << r << " (dp " << dp << ") read files";
+    for (const auto& f : j["files"]) {
+      reads_per_group[{j["tp"].get<int>(), j["pp"].get<int>()}][f.get<std::string>()]++;
+      read_somewhere.insert(f.get<std::string>());
+    }
+  }
+  EXPECT_EQ(reads_per_group.size(), 4u) << "every data-parallel group has its reader";
+  for (const auto& [g, files] : reads_per_group)
+    for (const auto& [f, n] : files) EXPECT_EQ(n, 1) << f << " read " << n << " times in group tp " << g.first << " pp " << g.second;
+  EXPECT_EQ(read_somewhere, all_files);
+  runs.expect_same_losses("src", "ck", 4, 6);
+
+  // Other layouts continue with the source layout's losses (its tolerance: fp32 sums associate differently).
+  const std::string path = " --train.resume=" + ck;
+  struct Target { std::string name, prefix, layout; };
+  for (const Target& t : {Target{"one", megascale_bin(), ""}, Target{"tp2", launch(2), pp_layout(1, 2, 1, false)},
+                          Target{"dp1", launch(4), pp_layout(1, 2, 2, false)}}) {
+    const std::string out = runs.train(t.prefix, t.name, t.layout + path);
+    EXPECT_NE(out.find("resumed from " + ck), std::string::npos) << t.name << "\n" << out;
+    const auto src = runs.step_losses("src"), got = runs.step_losses(t.name);
+    EXPECT_EQ(got.size(), 3u) << t.name << ": steps 4..6 only";
+    for (int s = 4; s <= 6; s++) {
+      ASSERT_TRUE(got.count(s)) << t.name << " step " << s;
+      EXPECT_LE(std::fabs(got.at(s) - src.at(s)) / src.at(s), kPpLossRel) << t.name << " step " << s;
+    }
+  }
+}
+
+// SIGTERM to `prefix train` once step 2 is logged: exit 0 with a checkpoint at the boundary it
+// stopped at (k); the resumed run's steps after k equal an uninterrupted run's.
+void preempt(const std::string& prefix, const std::string& layout) {
+  CkptRuns runs("ckpt_sigterm");
+  std::vector<std::string> argv;
+  {
+    std::istringstream words(prefix + " train " + runs.dir() + "/cfg.toml --train.out_dir=" + runs.dir() +
+                             "/run --train.steps=400" + layout);
+    for (std::string w; words >> w;) argv.push_back(w);
+  }
+  const auto start = Clock::now();
+  Proc p = spawn(argv, {}, runs.dir() + "/run.out");
+  wait_all({&p}, start, 120, [&] { return runs.step_losses("run").count(2) > 0; });
+  ASSERT_FALSE(p.done) << "the run ended before it was told to stop:\n" << p.output();
+  kill(p.pid, SIGTERM);
+  wait_all({&p}, start, 120);
+  ASSERT_EQ(p.code, 0) << p.output();
+  const int k = static_cast<int>(runs.step_losses("run").rbegin()->first);
+  ASSERT_LT(k, 400) << p.output();
+  EXPECT_EQ(runs.latest("run"), CkptRuns::fmt_step(k)) << p.output();
+  EXPECT_NE(p.output().find("SIGTERM/SIGINT"), std::string::npos) << p.output();
+  // Resume for 3 more steps; the uninterrupted run stops at the same step.
+  const std::string more = " --train.steps=400" + layout;
+  const CmdResult resumed = runs.run(prefix, "run", more + " --train.exit_after=3");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const CmdResult whole = runs.run(prefix, "whole", more + " --train.exit_after=" + std::to_string(k + 3));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  runs.expect_same_losses("whole", "run", 1, k + 3);
+}
+
+TEST(CheckpointResume, SigtermSavesAndExitsZero) { preempt(megascale_bin(), ""); }
+TEST(CheckpointResume, SigtermToLauncherSavesOnEveryRank) { preempt(launch(2), pp_layout(2, 1, 1, false)); }
+
+}  // namespace
+}  // namespace ms::testing
