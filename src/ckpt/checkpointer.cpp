@@ -103,6 +103,9 @@ Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorag
 }
 
 Checkpointer::~Checkpointer() {
+  // Unwinding after an error (a peer died, a collective failed): rank 0 stops waiting for markers
+  // that may never come; the unpublished folder is removed by the next run.
+  if (std::uncaught_exceptions() > 0) abandon_.store(true);
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !busy_; });
@@ -275,6 +278,10 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
       }
       if (storage_.exists(marker + ".failed")) {
         if (problem.empty()) problem = fmt::format("rank {}: {}", r, storage_.read_text(marker + ".failed"));
+        break;
+      }
+      if (abandon_.load()) {
+        if (problem.empty()) problem = "the run is ending after an error";
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {

@@ -13,6 +13,7 @@
 // step; never the newest). A save that fails anywhere is never published: `latest` keeps naming
 // the previous complete checkpoint.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -59,7 +60,9 @@ class Checkpointer {
   // picks this run's nonce for temporary folders and removes temporary folders left by earlier runs.
   Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
                CheckpointRank who);
-  ~Checkpointer();  // finishes a save in flight (never abandons one half-written)
+  // Finishes a save in flight; when unwinding after an error, rank 0 gives up waiting for the other
+  // ranks (nothing unfinished is ever published either way).
+  ~Checkpointer();
 
   // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next step.
   Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens);
@@ -101,6 +104,7 @@ class Checkpointer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool busy_ = false, stop_ = false;
+  std::atomic<bool> abandon_{false};  // unwinding: rank 0 stops waiting for other ranks' markers
   Job job_;
   std::vector<SaveOutcome> outcomes_;
   std::thread writer_;
