@@ -3,13 +3,15 @@
 
 #include <omp.h>  // omp_set_num_threads, omp_get_num_procs
 
-#include <signal.h>  // sigaction, SIGTERM, SIGINT, SIGXFSZ
+#include <pthread.h>  // pthread_sigmask
+#include <signal.h>   // sigwait, SIGTERM, SIGINT, SIGXFSZ
 
 #include <algorithm>  // std::max, std::min
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>  // fmt::format
 #include <nlohmann/json.hpp>  // restore_rank<R>.json
@@ -45,17 +47,23 @@ namespace ms {
 
 namespace {
 // SIGTERM / SIGINT (preemption, Ctrl-C): noted here, acted on at the next step boundary, where
-// every rank agrees, saves a checkpoint and ends with exit code 0.
+// every rank agrees, saves a checkpoint and ends with exit code 0. The signals are blocked in every
+// thread of the run and taken by one thread in sigwait: a handler running on a compute thread
+// could land in oneDNN's JIT kernels, which may keep data below the stack pointer.
 std::atomic<int> g_stop_signal{0};
-extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = note_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created from here on
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) == 0) g_stop_signal.store(sig);
+    }
+  }).detach();
   // A file-size limit (RLIMIT_FSIZE) makes a checkpoint write fail with EFBIG, reported as a
   // failed save, instead of killing the process.
   signal(SIGXFSZ, SIG_IGN);
@@ -77,6 +85,7 @@ float run_training(const Config& cfg_in) {
   namespace fs = std::filesystem;
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
   Config cfg = cfg_in;
+  install_stop_handlers();  // before any thread exists
   CommEnv env = CommEnv::from_environment();
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
@@ -139,7 +148,6 @@ float run_training(const Config& cfg_in) {
 
   // Resume (train.resume): the newest checkpoint that verifies, loaded under this layout; the
   // training stream continues where it stopped.
-  install_stop_handlers();
   const std::string ckpt_root = cfg.checkpoint.dir.empty() ? out_dir + "/checkpoints" : cfg.checkpoint.dir;
   LocalStorage storage(ckpt_root);
   Communicator* world = grid ? &grid->world() : nullptr;
