@@ -21,7 +21,8 @@
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the bench_ckpt
 # markers (keeping the previous run's table). ~6-8 minutes on 2 cores; results (logs, stamped stdout,
 # restore_rank*.json) in <build>/bench_results/ckpt_<timestamp>/; checkpoints and exported models are
-# deleted after each run unless --keep.
+# deleted after each run unless --keep. The binary is copied into that folder first (a rebuild during
+# the run changes nothing); a run stopped by a signal from outside is run again (3 tries) and noted.
 #
 # Usage: bench/bench_ckpt.sh [--no-doc] [--build DIR] [--every 3,6] [--batch B] [--seq T] [--keep]
 #   --no-doc   print only; do not touch docs/performance.md
@@ -52,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --every=*) EVERY=${1#--every=} ;;
     --batch=*) BATCH=${1#--batch=} ;;
     --seq=*) SEQ=${1#--seq=} ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "bench_ckpt.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -74,6 +75,13 @@ fi
 
 OUTDIR="$BUILD/bench_results/ckpt_$(date +%Y%m%d_%H%M%S)"
 mkdir -p "$OUTDIR"
+# A private copy of the binary: a rebuild of the build dir during the run does not change what is
+# measured (ranks are started from /proc/self/exe). Deleted at the end unless --keep.
+BINARY_INFO="$(date -u -r "$BIN" '+%Y-%m-%d %H:%M UTC') build of $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+[[ -n $(git -C "$ROOT" status --porcelain -- src apps CMakeLists.txt 2>/dev/null) ]] && \
+  BINARY_INFO+=" (src/ or apps/ had uncommitted changes when the bench started)"
+cp "$BIN" "$OUTDIR/megascale"
+BIN="$OUTDIR/megascale"
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
 [[ -n $CPU ]] || CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -122,18 +130,30 @@ FAILED=0
 run() {  # name kind ranks threads cache_dropped [train overrides...]
   local name=$1 kind=$2 n=$3 threads=$4 dropped=$5; shift 5
   local dir="$OUTDIR/$name"
-  mkdir -p "$dir"
   local train=(train "${MODEL_ARGS[@]}" --train.out_dir="$dir/out" --train.threads="$threads" "$@")
   local cmd=("$BIN" "${train[@]}")
   if (( n > 1 )); then cmd=("$BIN" launch --nproc "$n" --quiet-others -- "${train[@]}"); fi
-  printf '%q ' "${cmd[@]}" >"$dir/command.txt"
-  printf '{"name": "%s", "kind": "%s", "ranks": %d, "threads": %d, "cache_dropped": "%s", "args": "%s"}\n' \
-    "$name" "$kind" "$n" "$threads" "$dropped" "$*" >"$dir/meta.json"
-  echo "  $name ..." >&2
-  OMP_NUM_THREADS=$threads "$PY" "$OUTDIR/runner.py" "$dir" "${cmd[@]}"
-  local rc
-  rc=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["rc"])' "$dir/run.json")
-  if [[ $rc != 0 ]]; then
+  local attempt=1 rc killed
+  while :; do
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    printf '%q ' "${cmd[@]}" >"$dir/command.txt"
+    printf '{"name": "%s", "kind": "%s", "ranks": %d, "threads": %d, "cache_dropped": "%s", "attempt": %d, "args": "%s"}\n' \
+      "$name" "$kind" "$n" "$threads" "$dropped" "$attempt" "$*" >"$dir/meta.json"
+    echo "  $name ..." >&2
+    OMP_NUM_THREADS=$threads "$PY" "$OUTDIR/runner.py" "$dir" "${cmd[@]}"
+    rc=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["rc"])' "$dir/run.json")
+    # Stopped by a signal from outside (another user of the machine; SIGTERM now ends a run cleanly
+    # at the next step boundary, exit 0): keep the folder as <name>.killed<k> and run again (3 tries).
+    killed=$("$PY" -c 'import sys; rc = int(sys.argv[1]); out = open(sys.argv[2]).read()
+print(1 if rc in (-15, -9, 143, 137) or "(SIGTERM/SIGINT)" in out else 0)' "$rc" "$dir/stdout.txt")
+    [[ $killed == 1 && $attempt -lt 3 ]] || break
+    echo "  $name was stopped by a signal from outside (exit $rc); running it again" >&2
+    rm -rf "$dir/out/model" "$dir/out/checkpoints" "$dir.killed$attempt"
+    mv "$dir" "$dir.killed$attempt"
+    attempt=$(( attempt + 1 ))
+  done
+  if [[ $rc != 0 || $killed == 1 ]]; then
     echo "  $name FAILED (exit $rc); last lines of $dir/stderr.txt:" >&2
     tail -n 5 "$dir/stderr.txt" >&2 || true
     FAILED=1
@@ -179,17 +199,18 @@ else
   echo "  dp4-save published no checkpoint ($CKPT missing): restore runs skipped" >&2
   FAILED=1
 fi
-[[ $KEEP == 1 ]] || rm -rf "$OUTDIR/dp4-save/out/checkpoints"
+[[ $KEEP == 1 ]] || rm -rf "$OUTDIR/dp4-save/out/checkpoints" "$OUTDIR/megascale"
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 ELAPSED=$(( $(date +%s) - T_START ))
 
 DOC_ARG=""
 [[ $WRITE_DOC == 1 ]] && DOC_ARG="$ROOT/docs/performance.md"
-"$PY" - "$OUTDIR" "${CPU:-unknown}" "$BATCH" "$SEQ" "$E1" "$LOAD_START" "$LOAD_END" "$ELAPSED" "$DOC_ARG" "${RUNS[@]}" <<'PYEOF'
+"$PY" - "$OUTDIR" "${CPU:-unknown}" "$BATCH" "$SEQ" "$E1" "$LOAD_START" "$LOAD_END" "$ELAPSED" "$BINARY_INFO" "$DOC_ARG" \
+       "${RUNS[@]}" <<'PYEOF'
 import datetime, glob, json, os, re, statistics, sys
 
-outdir, cpu, B, T, E1, load_start, load_end, elapsed, doc = sys.argv[1:10]
-dirs = sys.argv[10:]
+outdir, cpu, B, T, E1, load_start, load_end, elapsed, binary, doc = sys.argv[1:11]
+dirs = sys.argv[11:]
 E1 = int(E1)
 STEP = re.compile(r"step\s+(\d+)/(\d+) \|")
 STAGE1 = re.compile(r"^step (\d+): stage 1 copied ([0-9.]+) MiB into host memory in ([0-9.]+) ms"
@@ -255,6 +276,12 @@ for d in dirs:
         except OSError:
             pass
         notes.append(f"{r['name']}: exit {r['rc']}, {len(r['steps'])} steps logged; {err}")
+    m = re.search(r"--train.steps=(\d+)", r["args"])
+    if r["kind"] in ("single", "dp2") and m and r["rc"] == 0 and len(r["steps"]) != int(m.group(1)):
+        notes.append(f"{r['name']}: {len(r['steps'])} of {m.group(1)} steps logged")
+    if r.get("attempt", 1) > 1:
+        notes.append(f"{r['name']}: stopped by a signal from outside {r['attempt'] - 1} time(s) (another user of the "
+                     f"machine); the attempt measured here is number {r['attempt']} ({r['name']}.killed<k> folders kept)")
     for u in r["unpublished"]:
         notes.append(f"{r['name']}: {u}")
     # Save-boundary accounting.
@@ -356,7 +383,7 @@ if save4 and save4["stage1"]:
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 body = f"""Generated by `bench/bench_ckpt.sh` on {now} in {int(elapsed) // 60} min {int(elapsed) % 60} s (results in `{os.path.relpath(outdir, os.path.dirname(os.path.dirname(outdir)))}` of the build dir).
 
-- CPU: {cpu}, {os.cpu_count()} cores. Load average (1/5/15 min) at start {load_start}, at end {load_end}; the last column of
+- Binary: {binary}. CPU: {cpu}, {os.cpu_count()} cores. Load average (1/5/15 min) at start {load_start}, at end {load_end}; the last column of
   the first table is the CPU other processes took during each run (other users of the machine): well above ~0.1 cores
   means the run shared the cores and its step times are inflated.
 - GPT-2 124M ({", ".join(f"{p:,}" for p in sorted(params)) or "?"} parameters), fp32, AdamW, {B} sequences of T={T} per step over all ranks, random tokens.

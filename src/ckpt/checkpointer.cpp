@@ -141,6 +141,7 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
     std::memcpy(b + at + n, runs[i].m, n * sizeof(float));
     std::memcpy(b + at + 2 * n, runs[i].v, n * sizeof(float));
   }
+  if (ckpt_fault_point("nan_state", who_.rank, step) && !slots_.empty()) b[slots_[0].at] = std::nanf("");
   for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -194,6 +195,7 @@ SaveOutcome Checkpointer::write_own(const Job& job) {
   try {
     storage_.make_dir(dir);
     ckpt_fault_point("write_error", who_.rank, job.step);
+    ckpt_fault_point("slow_write", who_.rank, job.step);
     const float* b = buf_.data();
     // Non-finite state is never published (the step's norm check makes this rare: it catches
     // what the optimizer itself produced).

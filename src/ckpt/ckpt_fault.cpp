@@ -3,7 +3,9 @@
 
 #include <signal.h>  // raise, SIGKILL
 
+#include <chrono>
 #include <cstdlib>  // std::getenv
+#include <thread>
 #include <sstream>
 #include <string>
 
@@ -11,9 +13,9 @@
 
 namespace ms {
 
-void ckpt_fault_point(const char* point, int rank, int step) {
+bool ckpt_fault_point(const char* point, int rank, int step) {
   const char* env = std::getenv("MEGASCALE_CKPT_FAULT");
-  if (!env || !*env) return;
+  if (!env || !*env) return false;
   std::stringstream all(env);
   std::string spec;
   while (std::getline(all, spec, ',')) {
@@ -27,9 +29,16 @@ void ckpt_fault_point(const char* point, int rank, int step) {
       else if (f.starts_with("step=")) s = std::stoi(f.substr(5));
     }
     if ((r >= 0 && r != rank) || (s >= 0 && s != step)) continue;
-    if (std::string(point) == "write_error") MS_FAIL("injected write error (MEGASCALE_CKPT_FAULT={})", spec);
+    const std::string p = point;
+    if (p == "write_error") MS_FAIL("injected write error (MEGASCALE_CKPT_FAULT={})", spec);
+    if (p == "nan_state") return true;
+    if (p == "slow_write") {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      return true;
+    }
     ::raise(SIGKILL);
   }
+  return false;
 }
 
 }  // namespace ms

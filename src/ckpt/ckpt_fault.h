@@ -1,8 +1,12 @@
 // ckpt_fault: fault injection points of the checkpoint path, inert unless the environment sets
 // MEGASCALE_CKPT_FAULT="<point>:rank=<r>:step=<n>[,...]". At a matching point the process kills
 // itself with SIGKILL (as a lost machine would), except `write_error`, which raises an I/O error in
-// the writer (as a full disk would). Points, in the order a save passes them:
+// the writer (as a full disk would), `nan_state`, which puts a NaN into the snapshot (as a
+// corrupted optimizer state would), and `slow_write`, which makes the writer take 1 s longer.
+// Points, in the order a save passes them:
 //   stage1          during the stage-1 copy into the snapshot buffer (training thread)
+//   nan_state       after the stage-1 copy (training thread)
+//   slow_write      before the rank's file is written (background writer)
 //   mid_file        halfway through writing the rank's file (background writer)
 //   write_error     before the rank's file is written (background writer)
 //   before_publish  rank 0, manifest written, folder not yet renamed into place
@@ -11,7 +15,7 @@
 
 namespace ms {
 
-// Kills the process (or throws, for write_error) if the environment names this point, rank and step.
-void ckpt_fault_point(const char* point, int rank, int step);
+// Acts (see above) if the environment names this point, rank and step; returns whether it matched.
+bool ckpt_fault_point(const char* point, int rank, int step);
 
 }  // namespace ms

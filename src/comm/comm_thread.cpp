@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"          // MS_CHECK
+#include "base/thread_pin.h"     // restore_thread_affinity
 #include "comm/communicator.h"  // CommWork
 
 namespace ms {
@@ -100,6 +101,7 @@ void CommThread::loop() {
   tl_current = this;
   const std::string name = ("comm " + label_).substr(0, 15);  // pthread names hold 15 characters
   pthread_setname_np(pthread_self(), name.c_str());
+  restore_thread_affinity();  // started on first use, often after the compute threads were pinned
   std::unique_lock lk(m_);
   for (;;) {
     cv_.wait(lk, [&] { return state_ == State::kStopping || !q_.empty(); });

@@ -188,3 +188,19 @@ TEST_F(DamagedCheckpoint, AnotherModelShape) {
 
 }  // namespace
 }  // namespace ms::testing
+
+namespace ms::testing {
+namespace {
+
+TEST(CheckpointFaults, NonFiniteStateIsNeverPublished) {
+  CkptRuns runs("ckpt_nan");
+  const CmdResult r = runs.run("MEGASCALE_CKPT_FAULT=nan_state:step=4 " + megascale_bin(), "run", "--checkpoint.every=2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "step 4 not published")) << r.output;
+  EXPECT_TRUE(contains(r.output, "holds a non-finite param value (nan) at step 4")) << r.output;
+  EXPECT_FALSE(fs::exists(runs.ckpt("run", 4)));
+  EXPECT_EQ(runs.latest("run"), "step-00000006");
+}
+
+}  // namespace
+}  // namespace ms::testing

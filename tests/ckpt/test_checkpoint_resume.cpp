@@ -130,3 +130,34 @@ TEST(CheckpointResume, SigtermToLauncherSavesOnEveryRank) { preempt(launch(2), p
 
 }  // namespace
 }  // namespace ms::testing
+
+namespace ms::testing {
+namespace {
+
+// keep_last 2 and keep_every 4 of saves at every step: steps 4, 5 and 6 remain.
+TEST(CheckpointResume, RetentionKeepsLastAndEveryMth) {
+  CkptRuns runs("ckpt_keep");
+  runs.train(megascale_bin(), "run", "--checkpoint.every=1 --checkpoint.keep_last=2 --checkpoint.keep_every=4");
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(runs.dir() + "/run/checkpoints"))
+    left.insert(e.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{"latest", "step-00000004", "step-00000005", "step-00000006"}));
+  EXPECT_EQ(runs.latest("run"), "step-00000006");
+}
+
+// A save whose writer is still busy when the next one starts: stage 1 waits and the log says so.
+TEST(CheckpointResume, Stage1WaitsOnlyForABusyWriterAndSaysSo) {
+  CkptRuns runs("ckpt_busy");
+  const std::string out = runs.train("MEGASCALE_CKPT_FAULT=slow_write:step=2 " + megascale_bin(), "run",
+                                     "--checkpoint.every=1");
+  EXPECT_NE(out.find("step 3: stage 1 copied"), std::string::npos) << out;
+  EXPECT_NE(out.find("waiting for the previous save's writer (snapshot buffer in use)"), std::string::npos) << out;
+  size_t waits = 0;
+  for (size_t at = out.find("snapshot buffer in use"); at != std::string::npos; at = out.find("snapshot buffer in use", at + 1))
+    waits++;
+  EXPECT_EQ(waits, 1u) << "only the save after the slow one waits:\n" << out;
+  EXPECT_EQ(runs.latest("run"), "step-00000006");
+}
+
+}  // namespace
+}  // namespace ms::testing
