@@ -274,6 +274,13 @@ float run_training(const Config& cfg_in) {
       return last;
     }
   }
+  if (first_step > cfg.train.steps) {  // resumed from a checkpoint of the last step: nothing left to train
+    log.message("resume", fmt::format("the checkpoint is at train.steps={}: nothing left to train", cfg.train.steps));
+    if (validate) {
+      last = eval_loss(trainer, val.get(), eval_batches);
+      log.eval(cfg.train.steps, last);
+    }
+  }
   ckpt.wait_idle();
   MS_CHECK(!any_rank(world, report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop),
            "the final checkpoint save failed and checkpoint.on_failure=stop");
