@@ -252,8 +252,8 @@ float run_training(const Config& cfg_in) {
     // The step boundary: every rank agrees whether to stop (a signal reached any rank; a save
     // failed and checkpoint.on_failure = stop) and whether to save.
     const bool save_failed = report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
-    const bool signalled = any_rank(world, g_stop_signal.load() != 0);
-    MS_CHECK(!any_rank(world, save_failed), "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
+    const auto [signalled, stop_on_failure] = any_rank(world, g_stop_signal.load() != 0, save_failed);
+    MS_CHECK(!stop_on_failure, "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
              "the checkpoint messages); the last published checkpoint is intact", step);
     const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
     const int every = cfg.checkpoint.every;

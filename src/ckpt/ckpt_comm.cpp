@@ -22,11 +22,13 @@ void broadcast_text(Communicator* group, std::string& text, int root) {
   text.assign(reinterpret_cast<const char*>(words.data()), m);
 }
 
-bool any_rank(Communicator* group, bool flag) {
-  if (!group || group->size() == 1) return flag;
-  float v = flag ? 1.0f : 0.0f;
-  group->all_reduce(&v, 1, DType::kF32, ReduceOp::kMax);
-  return v > 0.5f;
+bool any_rank(Communicator* group, bool flag) { return any_rank(group, flag, false).first; }
+
+std::pair<bool, bool> any_rank(Communicator* group, bool a, bool b) {
+  if (!group || group->size() == 1) return {a, b};
+  float v[2] = {a ? 1.0f : 0.0f, b ? 1.0f : 0.0f};
+  group->all_reduce(v, 2, DType::kF32, ReduceOp::kMax);
+  return {v[0] > 0.5f, v[1] > 0.5f};
 }
 
 }  // namespace ms

@@ -2,6 +2,7 @@
 // collectives (bytes travel as fp32 bit patterns; a broadcast copies them unchanged).
 #pragma once
 #include <string>
+#include <utility>
 
 namespace ms {
 
@@ -11,5 +12,7 @@ class Communicator;
 void broadcast_text(Communicator* group, std::string& text, int root = 0);
 // True on every rank if `flag` is true on any rank.
 bool any_rank(Communicator* group, bool flag);
+// The same for two flags in one all-reduce.
+std::pair<bool, bool> any_rank(Communicator* group, bool a, bool b);
 
 }  // namespace ms

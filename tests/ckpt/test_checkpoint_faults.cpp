@@ -126,15 +126,7 @@ CkptRuns* DamagedCheckpoint::runs_ = nullptr;
 
 TEST_F(DamagedCheckpoint, FlippedByte) {
   const std::string dir = copy("flip");
-  const std::string file = dir + "/checkpoints/step-00000004/rank-00000.safetensors";
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(4096);
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x10;
-  f.seekp(4096);
-  f.write(&c, 1);
-  f.close();
+  flip_byte(dir + "/checkpoints/step-00000004/rank-00000.safetensors", 4096, 0x10);
   expect_path_error("flip", "rank-00000.safetensors: checksum xxh64");
   expect_fallback("flip", resume("flip"), "does not match the manifest's");
 }

@@ -86,6 +86,17 @@ inline void spit(const std::filesystem::path& path, const std::string& bytes) {
   f << bytes;
 }
 
+// XORs the byte at `offset` of the file at path with `mask` (a one-bit corruption).
+inline void flip_byte(const std::string& path, std::streamoff offset, char mask = 1) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= mask;
+  f.seekp(offset);
+  f.write(&c, 1);
+}
+
 // Prepares the Brown corpus (installed by scripts/setup.sh) with `megascale prepare` into
 // <a fresh temporary folder>/data; sets dir to that folder. Callers ASSERT on the result.
 inline CmdResult prepare_brown(const std::string& tag, std::string& dir) {

@@ -243,15 +243,7 @@ TEST_F(PrepareTest, ChecksumsInMetaStandInForTheIdScan) {
   EXPECT_FALSE(ms::shard_verified_by_meta(ms::TokenShard(shard), 100));
   ms::testing::expect_error([&] { ms::TokenDataset({shard}, 100); }, {shard, "token"});
   // One flipped byte in a token: named by checksum.
-  {
-    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(1024);
-    char c = 0;
-    f.read(&c, 1);
-    c ^= 1;
-    f.seekp(1024);
-    f.write(&c, 1);
-  }
+  ms::testing::flip_byte(shard, 1024);
   ms::testing::expect_error([&] { ms::TokenDataset({shard}, 50257); }, {shard, "xxHash64", "meta.json"});
   // Not listed (no meta.json beside it): the ids are scanned, which catches an out-of-range id.
   fs::create_directories(dir_ / "bare");
