@@ -4,7 +4,7 @@
 //    twice or not at all, an entry for a tensor not declared, a file listed twice.
 //  - model_difference lists the differing model fields.
 //  - LocalStorage::write_file returns XXH64 of exactly the bytes on disk (computed independently
-//    over the file), leaves no temporary behind, and a file written from safetensors_parts reads
+//    over the file), with direct I/O and buffered (tmpfs), leaves no temporary behind, and a file written from safetensors_parts reads
 //    back through StMapped (and load_safetensors) with the same tensors.
 #include <gtest/gtest.h>
 
@@ -93,6 +93,23 @@ TEST(Manifest, ModelDifferenceNamesFields) {
   EXPECT_EQ(model_difference(m, a), "");
   EXPECT_EQ(model_difference(m, b), fmt::format("model.n_embd: checkpoint {}, config {}", a.model.n_embd, b.model.n_embd));
   EXPECT_NE(model_config_hash(a.model), model_config_hash(b.model));
+}
+
+// Direct I/O where the file system has it (the temporary folder), buffered where it does not
+// (/dev/shm is tmpfs): the same bytes either way, sizes not a multiple of the block size included.
+TEST(CheckpointStorage, WriteFileDirectAndBufferedGiveTheSameBytes) {
+  std::vector<uint8_t> data(8 * 1048576 + 12345);
+  for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  const std::string head = "header of 27 bytes, unaligned";
+  for (const std::string root : {testing::make_temp_dir("ckpt_direct"), std::string("/dev/shm/megascale-ckpt-test")}) {
+    LocalStorage st(root);
+    const uint64_t h = st.write_file("f.bin", {{head.data(), head.size()}, {data.data(), data.size()}});
+    const std::string bytes = testing::slurp(root + "/f.bin");
+    EXPECT_EQ(bytes.size(), head.size() + data.size()) << root;
+    EXPECT_EQ(bytes, head + std::string(data.begin(), data.end())) << root;
+    EXPECT_EQ(h, XXH64(bytes.data(), bytes.size(), 0)) << root;
+    std::filesystem::remove_all(root);
+  }
 }
 
 TEST(CheckpointStorage, WriteFileChecksumAndSafetensorsViews) {
