@@ -258,7 +258,7 @@ float run_training(const Config& cfg_in) {
     const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
     const int every = cfg.checkpoint.every;
     if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
-      const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step));
+      const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step), s.loss);
       log.message("checkpoint", fmt::format(
           "step {}: stage 1 copied {:.1f} MiB into host memory in {:.1f} ms{}", step, st.bytes / 1048576.0,
           st.seconds * 1e3, st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's "
@@ -276,6 +276,7 @@ float run_training(const Config& cfg_in) {
   }
   if (first_step > cfg.train.steps) {  // resumed from a checkpoint of the last step: nothing left to train
     log.message("resume", fmt::format("the checkpoint is at train.steps={}: nothing left to train", cfg.train.steps));
+    last = static_cast<float>(restored.manifest.loss);
     if (validate) {
       last = eval_loss(trainer, val.get(), eval_batches);
       log.eval(cfg.train.steps, last);

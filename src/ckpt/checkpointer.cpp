@@ -126,7 +126,7 @@ Checkpointer::~Checkpointer() {
 
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
 
-Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens) {
+Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
   TraceScope span("checkpoint stage 1");
   const Stopwatch watch;
   Stage1Stats st;
@@ -154,7 +154,7 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
   for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = Job{step, data, tokens};
+    job_ = Job{step, data, tokens, loss};
     busy_ = true;
   }
   cv_.notify_all();
@@ -276,7 +276,7 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
   // Every rank's marker: its file's record, or why it failed (waited for even after a failure, so
   // the folder is removed only once nobody writes into it any more).
   Manifest m = base_;
-  m.step = job.step, m.data = job.data, m.tokens = job.tokens;
+  m.step = job.step, m.data = job.data, m.tokens = job.tokens, m.loss = job.loss;
   std::string problem;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(cfg_.checkpoint.timeout_s * 1e3));

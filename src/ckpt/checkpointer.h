@@ -64,8 +64,9 @@ class Checkpointer {
   // ranks (nothing unfinished is ever published either way).
   ~Checkpointer();
 
-  // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next step.
-  Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens);
+  // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next
+  // step; tokens: consumed so far; loss: the last step's training loss (for the manifest).
+  Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens, float loss);
   // Blocks until the writer has finished everything handed to it.
   void wait_idle();
   // Outcomes finished since the last call.
@@ -76,6 +77,7 @@ class Checkpointer {
     int step = 0;
     DataLoader::Position data;
     uint64_t tokens = 0;
+    float loss = 0;
   };
   struct Slot {  // one state run's place in the snapshot buffer and in the file
     int chunk = 0;

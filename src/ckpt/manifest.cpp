@@ -155,6 +155,7 @@ std::string manifest_to_json(const Manifest& m) {
                   {"step", m.step},
                   {"data", {{"epoch", m.data.epoch}, {"index", m.data.index}}},
                   {"tokens", m.tokens},
+                  {"loss", m.loss},
                   {"model_hash", m.model_hash},
                   {"model", m.model},
                   {"layout", {{"dp", m.dp}, {"tp", m.tp}, {"pp", m.pp}, {"virtual_stages", m.virtual_stages}}},
@@ -184,6 +185,9 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
   m.data.epoch = r.unsigned_integer(data, "data", "epoch");
   m.data.index = r.unsigned_integer(data, "data", "index");
   m.tokens = r.unsigned_integer(j, "", "tokens");
+  const json& loss = r.get(j, "", "loss");
+  MS_CHECK(loss.is_number(), "{}: field 'loss' is not a number: {}", where, loss.dump());
+  m.loss = loss.get<double>();
   m.model_hash = r.text(j, "", "model_hash");
   const json& model = r.get(j, "", "model");
   MS_CHECK(model.is_object(), "{}: field 'model' is not an object", where);

@@ -54,6 +54,7 @@ struct Manifest {
   int step = 0;                       // optimizer steps taken when saved
   DataLoader::Position data;          // the training stream's position for step + 1
   uint64_t tokens = 0;                // training tokens consumed so far (whole job)
+  double loss = 0;                    // the training loss of step `step`
   std::string model_hash;             // model_config_hash() of the run that saved it
   std::map<std::string, std::string> model;  // the model section, key -> value text (for diffs)
   std::string config_toml;            // the resolved config of the run that saved it

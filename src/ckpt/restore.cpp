@@ -14,6 +14,7 @@
 #include "ckpt/ckpt_comm.h"           // broadcast_text, any_rank
 #include "comm/communicator.h"        // Communicator
 #include "model/param_layout.h"       // slice_param
+#include "parallel/dp/zero_dp.h"      // ZeroDataParallel::owned_ranges
 #include "train/trainer.h"            // Trainer
 
 namespace ms {
@@ -88,6 +89,38 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, Trainer& t
     }
   }
   return out;
+}
+
+// The reader's state to the rest of its data-parallel group: the weights whole (every rank holds
+// them), each rank's own ZeRO ranges of the two moments (sent to it alone: 2/dp of the moments
+// instead of all of them).
+void send_to_group(Communicator& dp, Trainer& trainer, const Config& cfg, std::vector<std::vector<float>>& state) {
+  for (int c = 0; c < trainer.num_chunks(); c++) {
+    dp.broadcast(state[3 * c].data(), state[3 * c].size(), DType::kF32, 0);
+    const GPT& model = trainer.chunk(c);
+    auto ranges_of = [&](int r) { return ZeroDataParallel::owned_ranges(model, cfg, dp.size(), r); };
+    std::vector<float> packed;
+    if (dp.rank() == 0) {
+      for (int r = 1; r < dp.size(); r++) {
+        packed.clear();
+        for (int k = 1; k <= 2; k++)
+          for (const auto& [lo, hi] : ranges_of(r)) packed.insert(packed.end(), state[3 * c + k].begin() + lo, state[3 * c + k].begin() + hi);
+        dp.send(packed.data(), packed.size() * sizeof(float), r, static_cast<uint32_t>(c));
+      }
+    } else {
+      const auto ranges = ranges_of(dp.rank());
+      size_t n = 0;
+      for (const auto& [lo, hi] : ranges) n += hi - lo;
+      packed.resize(2 * n);
+      dp.recv(packed.data(), packed.size() * sizeof(float), 0, static_cast<uint32_t>(c));
+      size_t at = 0;
+      for (int k = 1; k <= 2; k++)
+        for (const auto& [lo, hi] : ranges) {
+          std::copy(packed.begin() + at, packed.begin() + at + (hi - lo), state[3 * c + k].begin() + lo);
+          at += hi - lo;
+        }
+    }
+  }
 }
 
 }  // namespace
@@ -170,8 +203,7 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
       for (int c = 0; c < trainer.num_chunks(); c++)
         for (int k = 0; k < 3; k++) state[3 * c + k].resize(trainer.chunk(c).num_params());
     }
-    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1)
-      for (std::vector<float>& b : state) dp->broadcast(b.data(), b.size(), DType::kF32, 0);
+    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, trainer, cfg, state);
     for (int c = 0; c < trainer.num_chunks(); c++)
       trainer.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);
     res.restored = true;

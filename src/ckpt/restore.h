@@ -7,8 +7,8 @@
 // A checkpoint that fails anywhere is named with the reason and skipped (auto) or is an error
 // (PATH), on every rank; none is loaded partially.
 // Recovery read (MegaScale §4.4): in each data-parallel group only DP rank 0 reads the files its
-// part needs and broadcasts the assembled state to the others (checkpoint.broadcast_restore; off:
-// every rank reads). Every rank of the job calls it.
+// part needs, broadcasts the weights to the others and sends each its own ZeRO ranges of the Adam
+// moments (checkpoint.broadcast_restore; off: every rank reads). Every rank of the job calls it.
 #pragma once
 #include <cstdint>
 #include <functional>

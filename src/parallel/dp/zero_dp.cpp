@@ -216,6 +216,16 @@ void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
     if (ag_pending_[i] && bk[i].start < hi && bk[i].end > lo) finish_param_all_gather(i);
 }
 
+std::vector<std::pair<size_t, size_t>> ZeroDataParallel::owned_ranges(const GPT& model, const Config& cfg, int dp,
+                                                                      int rank) {
+  const DpBucketLayout layout(model.num_params(), dp, rank, bucket_elems(cfg),
+                              optimizer_tensors(model.param_specs(), cfg.optim));
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t b = 0; b < layout.buckets().size(); b++)
+    if (layout.owned_hi(b) > layout.owned_lo(b)) out.push_back({layout.owned_lo(b), layout.owned_hi(b)});
+  return out;
+}
+
 void ZeroDataParallel::load_state(const float* params, const float* m, const float* v, int steps_taken) {
   finish_param_all_gather();
   float* M = optimizer_.moment1();

@@ -69,6 +69,9 @@ class ZeroDataParallel {
   // Restore: takes this rank's pieces of whole-buffer params / moments (the model's layout) and the
   // step counter. The model's own parameters are the caller's (it writes all of them).
   void load_state(const float* params, const float* m, const float* v, int steps_taken);
+  // The flat-buffer ranges [lo, hi) DP rank `rank` of `dp` owns (its optimizer state), for a model
+  // built like `model` under `cfg` (a restore's reader sends each rank only its ranges).
+  static std::vector<std::pair<size_t, size_t>> owned_ranges(const GPT& model, const Config& cfg, int dp, int rank);
   double exposed_seconds() const { return exposed_s_; }
   void reset_exposed_seconds() { exposed_s_ = 0; }
   const DpBucketLayout& layout() const { return layout_; }
