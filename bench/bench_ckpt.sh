@@ -7,27 +7,28 @@
 # each stdout line as it arrives (so a step boundary's stall counts even where step_ms leaves it out).
 #  1. One process, 2 threads: every=0 (reference), then async saves every E steps for each E of
 #     --every, and synchronous saves (checkpoint.async=false) every E (first E). Runs last 1 + k*E
-#     steps (>= 10), so the mean over steps 2..N holds exactly one save boundary per E steps.
+#     steps (k >= 2, N >= 10), so the mean over steps 2..N holds exactly one save boundary per E steps.
 #     Stall = the stage-1 message's ms (the training thread's whole stop at the boundary: copy into
 #     the host snapshot, plus any wait for the previous save's writer). Synchronous save = the same
 #     message with async=false, which then includes persisting (write, fsync, manifest, publish).
 #     Mean step = wall clock between consecutive step lines, steps 2..N (includes the boundaries).
-#  2. dp = 2 (`megascale launch --nproc 2`, 1 thread per rank, ZeRO-2): async vs synchronous, every E.
+#  2. dp = 2 (`megascale launch --nproc 2`, 1 thread per rank, ZeRO-2): every=0, then async vs
+#     synchronous saves every E (first E).
 #  3. Restore at dp = 4 (4 ranks on 2 cores: oversubscribed): one step saved, then resumed with
 #     checkpoint.broadcast_restore=true (one reader per DP group + broadcast) and =false (every rank
 #     reads), and at dp = 1 for reference; the page cache is dropped before each (if root); max over
 #     ranks of restore_rank<R>.json "seconds" and the bytes read summed over ranks. The resumed runs
 #     have train.steps = the saved step, so they restore, export and stop without training.
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the bench_ckpt
-# markers (keeping the previous run's table). ~6-8 minutes on 2 cores; results (logs, stamped stdout,
+# markers (keeping the previous run's table). ~6-7 minutes on 2 cores; results (logs, stamped stdout,
 # restore_rank*.json) in <build>/bench_results/ckpt_<timestamp>/; checkpoints and exported models are
 # deleted after each run unless --keep. The binary is copied into that folder first (a rebuild during
 # the run changes nothing); a run stopped by a signal from outside is run again (3 tries) and noted.
 #
-# Usage: bench/bench_ckpt.sh [--no-doc] [--build DIR] [--every 3,6] [--batch B] [--seq T] [--keep]
+# Usage: bench/bench_ckpt.sh [--no-doc] [--build DIR] [--every 3,6,10] [--batch B] [--seq T] [--keep]
 #   --no-doc   print only; do not touch docs/performance.md
 #   --build    CMake build dir with the megascale binary (default: $MS_BUILD_DIR or <repo>/build)
-#   --every    comma list of save intervals for the async single-process runs (default 3,6); the
+#   --every    comma list of save intervals for the async single-process runs (default 3,6,10); the
 #              first one is also used for the synchronous run and for dp = 2
 #   --batch/--seq  sequences per step over all ranks (default 4; a multiple of 4) and T (default 256)
 #   --keep     keep checkpoints and exported models (~1.4 GiB each)
@@ -36,7 +37,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${MS_BUILD_DIR:-$ROOT/build}
 WRITE_DOC=1
-EVERY=3,6
+EVERY=3,6,10
 BATCH=4
 SEQ=256
 KEEP=0
@@ -53,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --every=*) EVERY=${1#--every=} ;;
     --batch=*) BATCH=${1#--batch=} ;;
     --seq=*) SEQ=${1#--seq=} ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "bench_ckpt.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -77,7 +78,7 @@ OUTDIR="$BUILD/bench_results/ckpt_$(date +%Y%m%d_%H%M%S)"
 mkdir -p "$OUTDIR"
 # A private copy of the binary: a rebuild of the build dir during the run does not change what is
 # measured (ranks are started from /proc/self/exe). Deleted at the end unless --keep.
-BINARY_INFO="$(date -u -r "$BIN" '+%Y-%m-%d %H:%M UTC') build of $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+BINARY_INFO="megascale built $(date -u -r "$BIN" '+%Y-%m-%d %H:%M UTC') (repository HEAD at the start: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 [[ -n $(git -C "$ROOT" status --porcelain -- src apps CMakeLists.txt 2>/dev/null) ]] && \
   BINARY_INFO+=" (src/ or apps/ had uncommitted changes when the bench started)"
 cp "$BIN" "$OUTDIR/megascale"
@@ -166,7 +167,11 @@ print(1 if rc in (-15, -9, 143, 137) or "(SIGTERM/SIGINT)" in out else 0)' "$rc"
 }
 
 E1=${EVERY_LIST[0]}
-steps_for() { local e=$1 k=$(( (9 + $1 - 1) / $1 )); echo $(( 1 + k * e )); }  # 1 + k*E >= 10
+steps_for() {  # 1 + k*E steps, k >= 2 (a save's writer runs during timed steps), N >= 10
+  local e=$1 k=$(( (9 + $1 - 1) / $1 ))
+  (( k >= 2 )) || k=2
+  echo $(( 1 + k * e ))
+}
 
 # 1. One process, 2 threads.
 run single-every0 single 1 2 - --train.batch_size="$BATCH" --train.steps=10 --train.resume=never --checkpoint.every=0
@@ -179,6 +184,8 @@ run "single-sync-every$E1" single 1 2 - --train.batch_size="$BATCH" --train.step
 
 # 2. dp = 2, one thread per rank, the same global batch.
 DP2_STEPS=$(( 1 + 2 * E1 ))
+run dp2-every0 dp2 2 1 - --train.batch_size=$(( BATCH / 2 )) --train.steps="$DP2_STEPS" --train.resume=never \
+  --checkpoint.every=0
 for a in true false; do
   run "dp2-$([[ $a == true ]] && echo async || echo sync)-every$E1" dp2 2 1 - --train.batch_size=$(( BATCH / 2 )) \
     --train.steps="$DP2_STEPS" --train.resume=never --checkpoint.every="$E1" --checkpoint.async="$a"
@@ -298,29 +305,35 @@ for d in dirs:
 
 single = [r for r in runs.values() if r["kind"] == "single"]
 dp2 = [r for r in runs.values() if r["kind"] == "dp2"]
-ref = runs.get("single-every0")
+refs = {k: runs.get(f"{k}-every0") for k in ("single", "dp2")}
+ref = refs["single"]
 ref_wall = ref["wall_ms"] if ref else None
+
+def regular(r):  # the saves at multiples of `every` (not the extra one at the last step, right after another)
+    return [x for x in r["stage1"] if r["every"] and x["step"] % r["every"] == 0]
 
 def stalls(r):
     parts = []
     for s in r["stage1"]:
         w = f" ({s['wait_ms']:.0f} waiting)" if s["wait_ms"] > 0 else ""
-        parts.append(f"{s['step']}: {s['ms']:.0f}{w}")
+        last = " [final]" if r["every"] and s["step"] % r["every"] else ""
+        parts.append(f"{s['step']}{last}: {s['ms']:.0f}{w}")
     return ", ".join(parts) if parts else "—"
 
 lines = ["| run | ranks x threads | checkpoint | stage-1 stall per save, ms (step: ms, of which waiting for the previous "
-         "save's writer) | mean stall, ms | stage 2 per save, s | MiB published per save (all ranks) | mean step, ms (wall clock, steps 2..N) | "
+         "save's writer; [final] = the save at the last step, not in the means) | mean stall, ms | stage 2 per save, s | MiB published per save (all ranks) | mean step, ms (wall clock, steps 2..N) | "
          "vs every=0 | mean step_ms (trainer), ms | wall extra after a save boundary, ms | CPU used by other processes (cores) |",
          "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
 for r in single + dp2:
     ck = "off" if r["every"] == 0 else f"every {r['every']}, {'async' if r['async'] else 'sync'}"
     vs = "—"
-    if r["kind"] == "single" and ref_wall and r["wall_ms"]:
-        vs = "reference" if r is ref else f"{(r['wall_ms'] / ref_wall - 1) * 100:+.1f}%"
+    base = refs.get(r["kind"])
+    if base and base["wall_ms"] and r["wall_ms"]:
+        vs = "reference" if r is base else f"{(r['wall_ms'] / base['wall_ms'] - 1) * 100:+.1f}%"
     st2 = ", ".join(f"{s['s']:.2f}" for s in r["stage2"]) or "—"
     mib = f"{r['stage2'][0]['mib']:.0f}" if r["stage2"] else "—"
     lines.append(f"| {r['name']} ({r['n_steps']} steps) | {r['ranks']} x {r['threads']} | {ck} | {stalls(r)} | "
-                 f"{f(mean([s['ms'] for s in r['stage1']]))} | {st2} | {mib} | {f(r['wall_ms'])} | {vs} | {f(r['step_ms'])} | "
+                 f"{f(mean([s['ms'] for s in regular(r)]))} | {st2} | {mib} | {f(r['wall_ms'])} | {vs} | {f(r['step_ms'])} | "
                  f"{f(r['boundary_extra_ms']) if r['every'] else '—'} | {f(r['other_cores'], '{:.2f}')} |")
 table1 = "\n".join(lines)
 
@@ -335,26 +348,41 @@ def shared(*rs):  # a warning when another workload took CPU during any of these
                 "the comparison is unreliable")
     return ""
 def compare(label, a, s):
-    if not a or not s or not a["stage1"] or not s["stage1"]:
+    if not a or not s or not regular(a) or not regular(s):
         targets.append(f"- {label}: n/a (a run failed or logged no save)")
         return
-    stall = mean([x["ms"] for x in a["stage1"]])
-    copy = mean([x["ms"] - x["wait_ms"] for x in a["stage1"]])
-    sync = mean([x["ms"] for x in s["stage1"]])
-    worst = max(x["ms"] for x in a["stage1"])
+    stall = mean([x["ms"] for x in regular(a)])
+    copy = mean([x["ms"] - x["wait_ms"] for x in regular(a)])
+    sync = mean([x["ms"] for x in regular(s)])
+    worst = max(x["ms"] for x in regular(a))
     step = a["wall_ms"]
     targets.append(f"- {label}: async stall {stall:.0f} ms per save (mean; copy alone {copy:.0f} ms) vs synchronous "
                    f"save {sync:.0f} ms: {100 * stall / sync:.1f}% (copy alone {100 * copy / sync:.1f}%; target <= 5%: "
                    f"{verdict(stall <= 0.05 * sync)}); worst stall {worst:.0f} ms vs a step of {f(step)} ms "
                    f"(target below one step: {verdict(step is not None and worst < step)})" + shared(a, s))
-compare(f"1 process, every {E1}", runs.get(f"single-async-every{E1}"), runs.get(f"single-sync-every{E1}"))
+def step_time(label, r, base):
+    if r and base and r["wall_ms"] and base["wall_ms"]:
+        d = r["wall_ms"] / base["wall_ms"] - 1
+        targets.append(f"- {label}: mean step {r['wall_ms']:.0f} ms vs {base['wall_ms']:.0f} ms without checkpoints: "
+                       f"{100 * d:+.1f}% (target within 3%: {verdict(d <= 0.03)}); trainer step_ms "
+                       f"{f(r['step_ms'])} vs {f(base['step_ms'])} ms" + shared(r, base))
+sync1 = runs.get(f"single-sync-every{E1}")
 for r in single:
-    if r["every"] and r["async"] and ref_wall and r["wall_ms"]:
-        d = r["wall_ms"] / ref_wall - 1
-        targets.append(f"- 1 process, async every {r['every']}: mean step {r['wall_ms']:.0f} ms vs {ref_wall:.0f} ms "
-                       f"without checkpoints: {100 * d:+.1f}% (target within 3%: {verdict(d <= 0.03)})"
-                       + shared(r, ref))
+    if r["every"] and r["async"]:
+        label = f"1 process, async every {r['every']}"
+        compare(label + f" (synchronous: every {E1})", r, sync1)
+        step_time(label, r, ref)
 compare(f"dp = 2, every {E1}", runs.get(f"dp2-async-every{E1}"), runs.get(f"dp2-sync-every{E1}"))
+step_time(f"dp = 2, async every {E1}", runs.get(f"dp2-async-every{E1}"), refs["dp2"])
+alone, during = [], []
+for r in single:
+    if r["every"] and r["async"] and len(r["stage2"]) >= 2:
+        alone.append(r["stage2"][-1]["s"])  # the final save: after the last step, nothing else runs
+        during += [x["s"] for x in r["stage2"][:-1]]
+if alone and during:
+    targets.append(f"- The background writer (stage 2, 1 process): {mean(alone):.2f} s per save with the machine to "
+                   f"itself (the final save, after the last step) vs {mean(during):.2f} s (mean; "
+                   f"{min(during):.1f}-{max(during):.1f} s) for saves made while training runs on every core")
 
 lines = ["| restore | ranks x threads | reading ranks | max restore time over ranks, s | per rank, s | bytes read over "
          "ranks, MiB | files read over ranks | page cache dropped before | wall time of the run, s |",
@@ -409,7 +437,7 @@ dp = 4 runs 4 ranks on 2 cores, so reading ranks also compete for the CPU. {save
 {table2}
 """
 if notes:
-    body += "\nFailed or incomplete runs:\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    body += "\nNotes (failed, incomplete or repeated runs):\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 print(body)
 
 if doc:
