@@ -175,6 +175,8 @@ float run_training(const Config& cfg_in) {
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
   Checkpointer ckpt(cfg, trainer, storage, world, who);
+  double stage1_wait_s = 0;  // the optimizer's wait for a stage-1 copy, this step
+  trainer.set_before_update([&] { stage1_wait_s = ckpt.finish_stage1(); });
   if (grid) {
     const GPT::Footprint fp = model.footprint();
     const std::string tp_text = cfg.parallel.tp == 1 ? "" : fmt::format(
@@ -230,6 +232,10 @@ float run_training(const Config& cfg_in) {
       }
       throw;
     }
+    if (stage1_wait_s > 0.0005)
+      log.message("checkpoint", fmt::format("step {}: the optimizer waited {:.1f} ms for the stage-1 copy of step {}'s "
+                                            "checkpoint", step, stage1_wait_s * 1e3, step - 1));
+    stage1_wait_s = 0;
     StepRecord r;
     r.step = s.step; r.total_steps = cfg.train.steps;
     r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
@@ -260,10 +266,11 @@ float run_training(const Config& cfg_in) {
     if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
       const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step), s.loss);
       log.message("checkpoint", fmt::format(
-          "step {}: stage 1 copied {:.1f} MiB into host memory in {:.1f} ms{}", step, st.bytes / 1048576.0,
-          st.seconds * 1e3, st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's "
-                                                                "writer (snapshot buffer in use)", st.waited_seconds * 1e3)
-                                                  : std::string()));
+          "step {}: stage 1 stopped training for {:.1f} ms{} ({:.1f} MiB to copy into host memory beside the next "
+          "step)", step, st.seconds * 1e3,
+          st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's writer (snapshot "
+                                              "buffer in use)", st.waited_seconds * 1e3)
+                                : std::string(), st.bytes / 1048576.0));
     }
     if (exit_now) {
       ckpt.wait_idle();

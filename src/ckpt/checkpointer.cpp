@@ -108,6 +108,7 @@ Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorag
     if (s.name == "transformer.wte.weight" && cfg_.parallel.pp > 1) base_.tensors[kHeadCopyName] = t;
     base_.tensors[s.name] = std::move(t);
   }
+  copier_ = std::thread([this] { copier_main(); });
   writer_ = std::thread([this] { writer_main(); });
 }
 
@@ -121,6 +122,7 @@ Checkpointer::~Checkpointer() {
     stop_ = true;
   }
   cv_.notify_all();
+  copier_.join();
   writer_.join();
 }
 
@@ -130,6 +132,9 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
   TraceScope span("checkpoint stage 1");
   const Stopwatch watch;
   Stage1Stats st;
+  std::vector<StateRun> runs = trainer_.state_runs();
+  MS_CHECK(runs.size() == slots_.size(), "checkpoint: the trainer's state runs changed ({} -> {})", slots_.size(),
+           runs.size());
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (busy_) {
@@ -137,30 +142,57 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
       cv_.wait(lock, [&] { return !busy_; });
       st.waited_seconds = w.seconds();
     }
-  }
-  ckpt_fault_point("stage1", who_.rank, step);
-  const std::vector<StateRun> runs = trainer_.state_runs();
-  MS_CHECK(runs.size() == slots_.size(), "checkpoint: the trainer's state runs changed ({} -> {})", slots_.size(),
-           runs.size());
-  float* b = buf_.data();
-#pragma omp parallel for schedule(dynamic)
-  for (size_t i = 0; i < runs.size(); i++) {
-    const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at;
-    std::memcpy(b + at, runs[i].param, n * sizeof(float));
-    std::memcpy(b + at + n, runs[i].m, n * sizeof(float));
-    std::memcpy(b + at + 2 * n, runs[i].v, n * sizeof(float));
-  }
-  if (ckpt_fault_point("nan_state", who_.rank, step) && !slots_.empty()) b[slots_[0].at] = std::nanf("");
-  for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = Job{step, data, tokens, loss};
+    job_ = Job{step, data, tokens, loss, 0.0};
+    runs_ = std::move(runs);
     busy_ = true;
+    copy_pending_ = true;
   }
   cv_.notify_all();
+  for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
   if (!cfg_.checkpoint.async) wait_idle();
   st.seconds = watch.seconds();
   return st;
+}
+
+double Checkpointer::finish_stage1() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!copy_pending_) return 0;
+  TraceScope span("checkpoint stage 1 wait");
+  const Stopwatch w;
+  cv_.wait(lock, [&] { return !copy_pending_; });
+  return w.seconds();
+}
+
+void Checkpointer::copier_main() {
+  restore_thread_affinity();  // not the CPU the training thread was pinned to; normal priority
+  for (;;) {
+    int step = 0;
+    std::vector<StateRun> runs;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return copy_pending_ || stop_; });
+      if (!copy_pending_) return;
+      step = job_.step;
+      runs = runs_;
+    }
+    const Stopwatch w;
+    ckpt_fault_point("slow_copy", who_.rank, step);
+    ckpt_fault_point("stage1", who_.rank, step);
+    float* b = buf_.data();
+    for (size_t i = 0; i < runs.size(); i++) {
+      const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at;
+      std::memcpy(b + at, runs[i].param, n * sizeof(float));
+      std::memcpy(b + at + n, runs[i].m, n * sizeof(float));
+      std::memcpy(b + at + 2 * n, runs[i].v, n * sizeof(float));
+    }
+    if (ckpt_fault_point("nan_state", who_.rank, step) && !slots_.empty()) b[slots_[0].at] = std::nanf("");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_.copy_seconds = w.seconds();
+      copy_pending_ = false;
+    }
+    cv_.notify_all();
+  }
 }
 
 void Checkpointer::wait_idle() {
@@ -180,7 +212,7 @@ void Checkpointer::writer_main() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return busy_ || stop_; });
+      cv_.wait(lock, [&] { return (busy_ && !copy_pending_) || stop_; });
       if (!busy_) return;
       job = job_;
     }
@@ -324,8 +356,9 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
     out.ok = true;
     uint64_t total = 0;
     for (const ManifestFile& f : m.files) total += f.bytes;
-    out.message = fmt::format("published {}/{} ({} files, {:.1f} MiB; {})", storage_.describe(), name, m.files.size(),
-                              total / 1048576.0, own.message);
+    out.message = fmt::format("published {}/{} ({} files, {:.1f} MiB; stage-1 copy {:.1f} ms beside training; {})",
+                              storage_.describe(), name, m.files.size(), total / 1048576.0, job.copy_seconds * 1e3,
+                              own.message);
   } catch (const std::exception& e) {
     out.ok = false;
     out.message = fmt::format("step {} not published ({} still names the previous checkpoint): {}", job.step,

@@ -1,9 +1,11 @@
 // checkpointer: the two-stage asynchronous save (MegaScale §4.4, CheckFreq's snapshot/persist).
-// Stage 1 (save(), on the training thread at a step boundary, every rank at the same step): copies
-// the state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its
-// ZeRO pieces or TP part) into a host snapshot buffer allocated once, then returns; training goes on.
-// It waits for the background writer only if that writer still uses the buffer (the previous save
-// is still being persisted), and says how long it waited.
+// Stage 1 (save(), on the training thread at a step boundary, every rank at the same step) hands the
+// state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its ZeRO
+// pieces or TP part) to a copier thread that copies it into a host snapshot buffer allocated once,
+// while the next step's forward and backward run (CheckFreq): the state changes only in the next
+// optimizer update, which calls finish_stage1() first. save() waits for the background writer only
+// if that writer still uses the buffer (the previous save is still being persisted), and says how
+// long it waited.
 // Stage 2 (a background writer thread at low CPU and I/O priority, not pinned to the training
 // thread's CPU): refuses a snapshot holding NaN/Inf, writes the rank's safetensors file into the
 // save's temporary folder (".tmp-step-<N>-<nonce>", fsynced), then a marker with the file's record
@@ -27,11 +29,11 @@
 #include "ckpt/storage.h"        // CheckpointStorage
 #include "config/config.h"       // Config
 #include "data/dataloader.h"     // DataLoader::Position
+#include "train/trainer.h"       // StateRun
 
 namespace ms {
 
 class Communicator;
-class Trainer;
 
 // Where this rank sits: world rank and size, and its grid coordinates.
 struct CheckpointRank {
@@ -67,6 +69,9 @@ class Checkpointer {
   // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next
   // step; tokens: consumed so far; loss: the last step's training loss (for the manifest).
   Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens, float loss);
+  // Before the state changes (the next optimizer update): waits for a stage-1 copy still running;
+  // returns the seconds waited (0 when none runs).
+  double finish_stage1();
   // Blocks until the writer has finished everything handed to it.
   void wait_idle();
   // Outcomes finished since the last call.
@@ -78,6 +83,7 @@ class Checkpointer {
     DataLoader::Position data;
     uint64_t tokens = 0;
     float loss = 0;
+    double copy_seconds = 0;  // the stage-1 copy (copier thread)
   };
   struct Slot {  // one state run's place in the snapshot buffer and in the file
     int chunk = 0;
@@ -88,6 +94,7 @@ class Checkpointer {
     uint64_t lo = 0, hi = 0;
     size_t at = 0;               // offset of its param array in buf_ (then m at +n, v at +2n)
   };
+  void copier_main();
   void writer_main();
   SaveOutcome write_own(const Job& job);   // this rank's file and marker
   SaveOutcome commit(const Job& job, const SaveOutcome& own);  // rank 0: manifest, publish, latest, retention
@@ -106,10 +113,12 @@ class Checkpointer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool busy_ = false, stop_ = false;
+  bool copy_pending_ = false;             // the copier has not finished this save's copy
+  std::vector<StateRun> runs_;            // what the copier copies
   std::atomic<bool> abandon_{false};  // unwinding: rank 0 stops waiting for other ranks' markers
   Job job_;
   std::vector<SaveOutcome> outcomes_;
-  std::thread writer_;
+  std::thread copier_, writer_;
 };
 
 // The step folder's name: "step-00000042".

@@ -32,7 +32,7 @@ bool ckpt_fault_point(const char* point, int rank, int step) {
     const std::string p = point;
     if (p == "write_error") MS_FAIL("injected write error (MEGASCALE_CKPT_FAULT={})", spec);
     if (p == "nan_state") return true;
-    if (p == "slow_write") {
+    if (p == "slow_write" || p == "slow_copy") {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       return true;
     }

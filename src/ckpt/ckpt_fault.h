@@ -2,10 +2,12 @@
 // MEGASCALE_CKPT_FAULT="<point>:rank=<r>:step=<n>[,...]". At a matching point the process kills
 // itself with SIGKILL (as a lost machine would), except `write_error`, which raises an I/O error in
 // the writer (as a full disk would), `nan_state`, which puts a NaN into the snapshot (as a
-// corrupted optimizer state would), and `slow_write`, which makes the writer take 1 s longer.
+// corrupted optimizer state would), and `slow_write` / `slow_copy`, which make the writer / the
+// stage-1 copy take 1 s longer.
 // Points, in the order a save passes them:
-//   stage1          during the stage-1 copy into the snapshot buffer (training thread)
-//   nan_state       after the stage-1 copy (training thread)
+//   slow_copy       before the stage-1 copy (copier thread, beside the next step)
+//   stage1          during the stage-1 copy into the snapshot buffer (copier thread)
+//   nan_state       after the stage-1 copy (copier thread)
 //   slow_write      before the rank's file is written (background writer)
 //   mid_file        halfway through writing the rank's file (background writer)
 //   write_error     before the rank's file is written (background writer)

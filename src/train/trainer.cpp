@@ -190,6 +190,7 @@ StepStats Trainer::train_step(const MicroBatches& next_micro_batch) {
            s.step, s.loss, norm);
   const float scale = clip_scale(norm, cfg_.optim.grad_clip);
   s.lr = schedule_.at(s.step - 1);
+  if (before_update_) before_update_();
   for (Chunk& k : chunks_) {
     if (k.zero) {
       k.zero->optimizer_step(s.lr, scale);

@@ -99,6 +99,9 @@ class Trainer {
   // (chunk(c).param_specs() offsets), every tensor filled; and the steps already taken. Every
   // chunk is loaded before the next train_step.
   void load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken);
+  // Runs right before every optimizer update, the only place the state changes (a checkpoint's
+  // stage-1 copy, made beside the step's forward and backward, finishes there).
+  void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
 
  private:
   struct Chunk {
@@ -126,6 +129,7 @@ class Trainer {
   LrSchedule schedule_;
   int dp_size_ = 1;
   double tied_s_ = 0;  // seconds waited on the tied-embedding gradient sum this step
+  std::function<void()> before_update_;
 };
 
 }  // namespace ms

@@ -1,7 +1,8 @@
 // test_checkpoint_resume: exact resume and resharding, as real training processes.
-//  - Exact resume (issue 11): train 6 steps uninterrupted; separately train 3 (train.exit_after
-//    saves and stops), resume (train.resume=auto) and finish: the losses of steps 4..6, the data
-//    position in the checkpoint and the final weights are bit-identical. One process and a 2x2x2
+//  - Exact resume (issue 11): train 6 steps uninterrupted; separately train 3 (saving at step 2, its
+//    copy made beside step 3, and at the stop after step 3), resume (train.resume=auto) and finish:
+//    the losses of steps 4..6, the data position in the checkpoint and the final weights are
+//    bit-identical; resumed from the step-2 checkpoint, steps 3..6 too. One process and a 2x2x2
 //    DP x TP x PP layout, fp32 and bf16.
 //  - Recovery read: under 2x2x2 only DP rank 0 of each data-parallel group reads files; within a
 //    group every file is read at most once, and every file of the checkpoint is read by some group.
@@ -25,11 +26,18 @@ namespace {
 
 const std::string k222 = pp_layout(2, 2, 2, false);
 
-void exact_resume(const std::string& prefix, const std::string& layout, const std::string& precision) {
+// fault: MEGASCALE_CKPT_FAULT for the interrupted run ("" = none).
+void exact_resume(const std::string& prefix, const std::string& layout, const std::string& precision,
+                  const std::string& fault = "") {
   CkptRuns runs("ckpt_exact");
   const std::string extra = layout + " --train.precision=" + precision;
   runs.train(prefix, "whole", extra);
-  const CmdResult first = runs.run(prefix, "split", extra + " --train.exit_after=3");
+  // Step 2's save is copied beside step 3's forward and backward (stage 1 overlapped); step 3's
+  // is the stop's.
+  const CmdResult first = runs.run((fault.empty() ? "" : "MEGASCALE_CKPT_FAULT=" + fault + " ") + prefix, "split",
+                                   extra + " --checkpoint.every=2 --train.exit_after=3");
+  if (!fault.empty())
+    EXPECT_NE(first.output.find("step 3: the optimizer waited"), std::string::npos) << first.output;
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_NE(first.output.find("stopped after step 3"), std::string::npos) << first.output;
   EXPECT_EQ(runs.latest("split"), "step-00000003");
@@ -42,9 +50,16 @@ void exact_resume(const std::string& prefix, const std::string& layout, const st
   EXPECT_EQ(runs.step_losses("split").size(), 6u);
   runs.expect_same_losses("whole", "split", 1, 6);
   runs.expect_same_model("whole", "split");
+  // The overlapped copy of step 2 holds step 2's state exactly.
+  runs.train(prefix, "from2", extra + " --train.resume=" + runs.ckpt("split", 2));
+  runs.expect_same_losses("whole", "from2", 3, 6);
+  runs.expect_same_model("whole", "from2");
 }
 
 TEST(CheckpointResume, ExactSingleProcessFp32) { exact_resume(megascale_bin(), "", "fp32"); }
+// A stage-1 copy still running when step 3's optimizer update comes: the update waits for it (else
+// the step-2 checkpoint would hold step 3's weights and the resume from it would not be exact).
+TEST(CheckpointResume, ExactWithSlowStage1Copy) { exact_resume(megascale_bin(), "", "fp32", "slow_copy:step=2"); }
 TEST(CheckpointResume, ExactSingleProcessBf16) { exact_resume(megascale_bin(), "", "bf16"); }
 TEST(CheckpointResume, Exact2x2x2Fp32) { exact_resume(launch(8), k222, "fp32"); }
 TEST(CheckpointResume, Exact2x2x2Bf16) { exact_resume(launch(8), k222, "bf16"); }
@@ -152,7 +167,7 @@ TEST(CheckpointResume, Stage1WaitsOnlyForABusyWriterAndSaysSo) {
                                      "--checkpoint.every=1");
   // The stage-1 line of step s (its waiting note, if any, is on the same line).
   auto stage1 = [&](int s) {
-    const size_t at = out.find("step " + std::to_string(s) + ": stage 1 copied");
+    const size_t at = out.find("step " + std::to_string(s) + ": stage 1 stopped training");
     return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
   };
   const std::string busy = "waiting for the previous save's writer (snapshot buffer in use)";
