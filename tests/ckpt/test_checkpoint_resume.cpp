@@ -3,7 +3,7 @@
 //    copy made beside step 3, and at the stop after step 3), resume (train.resume=auto) and finish:
 //    the losses of steps 4..6, the data position in the checkpoint and the final weights are
 //    bit-identical; resumed from the step-2 checkpoint, steps 3..6 too. One process and a 2x2x2
-//    DP x TP x PP layout, fp32 and bf16.
+//    DP x TP x PP layout, fp32 and bf16; dp 2 x pp 2 under mpirun.
 //  - Recovery read: under 2x2x2 only DP rank 0 of each data-parallel group reads files; within a
 //    group every file is read at most once, and every file of the checkpoint is read by some group.
 //  - Resharding: the 2x2x2 checkpoint resumed on one process, on tp = 2 alone and on a smaller DP
@@ -63,6 +63,8 @@ TEST(CheckpointResume, ExactWithSlowStage1Copy) { exact_resume(megascale_bin(), 
 TEST(CheckpointResume, ExactSingleProcessBf16) { exact_resume(megascale_bin(), "", "bf16"); }
 TEST(CheckpointResume, Exact2x2x2Fp32) { exact_resume(launch(8), k222, "fp32"); }
 TEST(CheckpointResume, Exact2x2x2Bf16) { exact_resume(launch(8), k222, "bf16"); }
+// The same on MPI (mpirun): dp 2 x pp 2, one reader per data-parallel group there too.
+TEST(CheckpointResume, ExactOnMpi) { exact_resume(mpirun(4), pp_layout(2, 1, 2, false), "fp32"); }
 
 TEST(CheckpointResume, OneReaderPerDataParallelGroupAndResharding) {
   CkptRuns runs("ckpt_reshard");
