@@ -168,6 +168,8 @@ float run_training(const Config& cfg_in) {
     nlohmann::json reads = {{"checkpoint", restored.path}, {"step", restored.manifest.step},
                             {"files_read", restored.files_read}, {"bytes_read", restored.bytes_read},
                             {"files", restored.files}, {"seconds", restored.seconds},
+                            {"read_seconds", restored.read_seconds}, {"agree_seconds", restored.agree_seconds},
+                            {"send_seconds", restored.send_seconds},
                             {"dp", dp_rank}, {"tp", who.tp}, {"pp", stage}};
     write_text_atomic(fmt::format("{}/restore_rank{}.json", out_dir, rank), reads.dump(1));
   }

@@ -394,9 +394,10 @@ if alone and during:
                    f"itself (the final save, after the last step) vs {mean(during):.2f} s (mean; "
                    f"{min(during):.1f}-{max(during):.1f} s) for saves made while training runs on every core")
 
-lines = ["| restore | ranks x threads | reading ranks | max restore time over ranks, s | per rank, s | bytes read over "
-         "ranks, MiB | files read over ranks | page cache dropped before | wall time of the run, s |",
-         "|---|---|---:|---:|---|---:|---:|---|---:|"]
+lines = ["| restore | ranks x threads | reading ranks | max restore time over ranks, s | per rank, s | rank 0: read + "
+         "verify / agree / send, s | bytes read over ranks, MiB | files read over ranks | page cache dropped before | "
+         "wall time of the run, s |",
+         "|---|---|---:|---:|---|---|---:|---:|---|---:|"]
 for r in runs.values():
     if r["kind"] != "restore":
         continue
@@ -406,6 +407,7 @@ for r in runs.values():
     secs = [x["seconds"] for x in rs]
     lines.append(f"| {r['name']}: {how} | {r['ranks']} x {r['threads']} | {sum(1 for x in rs if x['bytes_read'] > 0)} | "
                  f"{f(max(secs) if secs else None, '{:.2f}')} | {' / '.join('%.2f' % s for s in secs) or 'n/a'} | "
+                 f"{' / '.join('%.2f' % rs[0].get(k, float('nan')) for k in ('read_seconds', 'agree_seconds', 'send_seconds')) if rs else 'n/a'} | "
                  f"{f(sum(x['bytes_read'] for x in rs) / 1048576 if rs else None, '{:.0f}')} | "
                  f"{sum(x['files_read'] for x in rs) if rs else 'n/a'} | {r['cache_dropped']} | {f(r['wall_s'], '{:.1f}')} |")
     if r["rc"] == 0 and len(rs) != r["ranks"]:

@@ -182,6 +182,7 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
     std::vector<std::vector<float>> state;
     std::string failure;
     CheckpointReader rd(*st, dir, m, cfg.model);
+    const Stopwatch read_watch;
     if (reader) {
       try {
         state = read_chunks(rd, trainer, cfg, who);
@@ -190,6 +191,8 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
         logger().error("rank {}: checkpoint {}: {}", who.rank, dir, failure);
       }
     }
+    res.read_seconds = read_watch.seconds();
+    const Stopwatch agree_watch;
     if (any_rank(world, !failure.empty())) {
       MS_CHECK(!explicit_path, "train.resume={}: the checkpoint failed verification{}", mode,
                failure.empty() ? " on another rank (see its error)" : ": " + failure);
@@ -203,7 +206,10 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
       for (int c = 0; c < trainer.num_chunks(); c++)
         for (int k = 0; k < 3; k++) state[3 * c + k].resize(trainer.chunk(c).num_params());
     }
+    res.agree_seconds = agree_watch.seconds();
+    const Stopwatch send_watch;
     if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, trainer, cfg, state);
+    res.send_seconds = send_watch.seconds();
     for (int c = 0; c < trainer.num_chunks(); c++)
       trainer.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);
     res.restored = true;

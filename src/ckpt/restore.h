@@ -32,7 +32,10 @@ struct RestoreResult {
   int files_read = 0;          // by this rank
   uint64_t bytes_read = 0;     // by this rank
   std::vector<std::string> files;  // the files this rank read
-  double seconds = 0;          // the whole restore on this rank
+  double seconds = 0;          // the whole restore on this rank, of which:
+  double read_seconds = 0;     //   reading, verifying and assembling (readers)
+  double agree_seconds = 0;    //   the agreement that every reader succeeded (waiting for the slowest)
+  double send_seconds = 0;     //   the reader's broadcast / sends to its data-parallel group
 };
 
 // storage: checkpoint.dir's storage (auto); a PATH in train.resume is read where it is.
