@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "base/check.h"  // MS_CHECK
 
 namespace ms {
@@ -119,14 +121,11 @@ PipelineSchedule build_schedule(const ScheduleSpec& spec) {
 std::string to_string(const PpOp& op) {
   const char* p = op.payload == Payload::kActivation ? "A" : "G";
   switch (op.kind) {
-    case PpOpKind::kForward: return "F" + std::to_string(op.mb) + "." + std::to_string(op.chunk);
-    case PpOpKind::kBackward: return "B" + std::to_string(op.mb) + "." + std::to_string(op.chunk);
-    case PpOpKind::kPostRecv:
-      return std::string("r") + p + std::to_string(op.mb) + "." + std::to_string(op.chunk) + "<" + std::to_string(op.peer);
-    case PpOpKind::kPostSend:
-      return std::string("s") + p + std::to_string(op.mb) + "." + std::to_string(op.chunk) + ">" + std::to_string(op.peer);
-    case PpOpKind::kWaitSend:
-      return std::string("w") + p + std::to_string(op.mb) + "." + std::to_string(op.chunk) + ">" + std::to_string(op.peer);
+    case PpOpKind::kForward: return fmt::format("F{}.{}", op.mb, op.chunk);
+    case PpOpKind::kBackward: return fmt::format("B{}.{}", op.mb, op.chunk);
+    case PpOpKind::kPostRecv: return fmt::format("r{}{}.{}<{}", p, op.mb, op.chunk, op.peer);
+    case PpOpKind::kPostSend: return fmt::format("s{}{}.{}>{}", p, op.mb, op.chunk, op.peer);
+    case PpOpKind::kWaitSend: return fmt::format("w{}{}.{}>{}", p, op.mb, op.chunk, op.peer);
   }
   return "?";
 }
