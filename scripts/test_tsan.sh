@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ThreadSanitizer run of the communication and the data-, tensor- and pipeline-parallel tests: a second build tree
+# ThreadSanitizer run of the communication, the data-, tensor- and pipeline-parallel and the
+# checkpoint (copier, writer, signal thread) tests: a second build tree
 # (build-tsan, -DMEGASCALE_SANITIZE_THREAD=ON, no benchmarks) with only the targets those tests
 # need, then ctest on them. The engines underneath (Gloo, OpenMPI, libgomp, oneDNN) are not
 # instrumented; tools/tsan.supp names what is suppressed and why. Extra arguments go to ctest.
@@ -9,7 +10,7 @@ build="$root/build-tsan"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_SANITIZE_THREAD=ON \
   -DMEGASCALE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target megascale comm_check test_comm test_comm_streams test_rank_grid test_tp_equivalence test_pp_equivalence \
-  test_dp_buckets test_dp_equivalence
+  test_dp_buckets test_dp_equivalence test_checkpoint_resume
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # halt_on_error: a report fails the test (the process exits 66 at the first race).
 # ignore_noninstrumented_modules: memory accesses of interceptors (memcpy, read, ...) called from
@@ -17,4 +18,4 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1 \
 suppressions=$root/tools/tsan.supp"
 cd "$build"
-ctest --output-on-failure --timeout 1200 -R "${MEGASCALE_TSAN_TESTS:-Comm|RankGrid|RankLayout|DpBuckets|DpLayout|DpEquivalence|TpEquivalence|PpEquivalence}" "$@"
+ctest --output-on-failure --timeout 1200 -R "${MEGASCALE_TSAN_TESTS:-Comm|RankGrid|RankLayout|DpBuckets|DpLayout|DpEquivalence|TpEquivalence|PpEquivalence|CheckpointResume}" "$@"
