@@ -454,28 +454,13 @@ if notes:
 print(body)
 
 if doc:
-    begin, end = "<!-- bench_ckpt begin -->", "<!-- bench_ckpt end -->"
-    text = open(doc).read()
-    if begin in text and end in text:
-        a, b = text.index(begin), text.index(end)
-        prev = text[a + len(begin):b].strip().split("\n\nPrevious run:")[0].strip()
-        block = begin + "\n" + body.strip() + "\n"
-        if prev:
-            block += "\nPrevious run:\n\n" + prev + "\n"
-        text = text[:a] + block + text[b:]
-    else:
-        intro = (
-            "MegaScale's two-stage save (§4.4): at a step boundary every rank copies the state it owns (fp32 weights\n"
-            "and both Adam moments of its ZeRO / TP piece) into a host buffer and goes on training; a low-priority\n"
-            "background thread persists it (per-rank safetensors, fsync, rank 0's manifest, atomic publish). The\n"
-            "training thread's stall is the copy (plus waiting, if the previous save's writer still holds the buffer);\n"
-            "`checkpoint.async=false` persists before the next step (the synchronous reference). Restore reads each\n"
-            "data-parallel group's files once and broadcasts them (`checkpoint.broadcast_restore`; false = every\n"
-            "rank reads). `bench/bench_ckpt.sh` measures both on GPT-2 124M and writes the table below.\n")
-        text = text.rstrip("\n") + "\n\n## Checkpoints (bench/bench_ckpt.sh)\n\n" + intro + "\n" + begin + "\n" + body.strip() + "\n" + end + "\n"
-    tmp = doc + ".tmp"
-    open(tmp, "w").write(text)
-    os.replace(tmp, doc)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(doc)), "..", "bench"))
+    from doc_section import write_section
+    intro = ("MegaScale's two-stage save (§4.4): each rank's state is copied into a host buffer beside the next\n"
+             "step and persisted by a low-priority background thread; restore reads each data-parallel group's\n"
+             "files once. `bench/bench_ckpt.sh` measures both on GPT-2 124M and writes the table below.")
+    write_section(doc, "<!-- bench_ckpt begin -->", "<!-- bench_ckpt end -->", body, keep_previous=True,
+                  heading="## Checkpoints (bench/bench_ckpt.sh)", intro=intro)
     print(f"bench_ckpt: table written to {doc}")
 PYEOF
 [[ $FAILED == 0 ]] || echo "bench_ckpt: some runs failed (see the notes above and $OUTDIR)" >&2

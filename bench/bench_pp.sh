@@ -112,19 +112,13 @@ TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); Gloo, 8 layers, C=512, V=10
 for r in "${ROWS[@]}"; do TABLE+=$'\n'"$r"; done
 echo "$TABLE"
 if [[ $WRITE_DOC == 1 ]]; then
-  "$PY" - "$ROOT/docs/performance.md" "$TABLE" <<'PYEOF'
+  "$PY" - "$ROOT/docs/performance.md" "$TABLE" "$ROOT/bench" <<'PYEOF'
 import sys
 path, table = sys.argv[1], sys.argv[2]
-doc = open(path).read()
-begin, end = "<!-- bench_pp:begin (written by bench/bench_pp.sh) -->", "<!-- bench_pp:end -->"
-if begin in doc:
-    a, b = doc.index(begin), doc.index(end) + len(end)
-    prev = doc[a + len(begin):doc.index(end)].strip()
-    block = begin + "\n" + table + "\n\nPrevious run:\n\n" + prev.split("\n\nPrevious run:")[0] + "\n" + end
-    doc = doc[:a] + block + doc[b:]
-else:
-    doc += "\n## Pipeline bubble (bench/bench_pp.sh)\n\n" + begin + "\n" + table + "\n" + end + "\n"
-open(path, "w").write(doc)
+sys.path.insert(0, sys.argv[3])
+from doc_section import write_section
+write_section(path, "<!-- bench_pp:begin (written by bench/bench_pp.sh) -->", "<!-- bench_pp:end -->", table,
+              keep_previous=True, heading="## Pipeline bubble (bench/bench_pp.sh)")
 PYEOF
   echo "bench_pp: table written to docs/performance.md"
 fi

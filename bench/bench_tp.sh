@@ -363,14 +363,9 @@ if parallel_lines:
 print(body)
 
 if doc:
-    begin, end = "<!-- bench_tp:begin (written by bench/bench_tp.sh) -->", "<!-- bench_tp:end -->"
-    text = open(doc).read() if os.path.exists(doc) else ""
-    if begin in text and end in text:
-        i, j = text.index(begin) + len(begin), text.index(end)
-        tmp = doc + ".tmp"
-        open(tmp, "w").write(text[:i] + "\n" + body + text[j:])
-        os.replace(tmp, doc)
-        print(f"bench_tp: wrote {doc}")
-    else:
-        print(f"bench_tp: {doc} has no bench_tp markers; printed only", file=sys.stderr)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(doc)), "..", "bench"))
+    from doc_section import write_section
+    write_section(doc, "<!-- bench_tp:begin (written by bench/bench_tp.sh) -->", "<!-- bench_tp:end -->", body,
+                  heading="## Tensor parallelism (bench/bench_tp.sh)")
+    print(f"bench_tp: wrote {doc}")
 PYEOF

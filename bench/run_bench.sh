@@ -235,16 +235,8 @@ if notes:
 print(body)
 
 if doc:
-    begin, end = "<!-- bench:begin (written by bench/run_bench.sh) -->", "<!-- bench:end -->"
-    if os.path.exists(doc):
-        text = open(doc).read()
-    else:
-        text = "# Performance\n\n" + begin + "\n" + end + "\n"
-    if begin in text and end in text:
-        i, j = text.index(begin) + len(begin), text.index(end)
-        text = text[:i] + "\n" + body + text[j:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + begin + "\n" + body + end + "\n"
-    open(doc, "w").write(text)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(doc)), "..", "bench"))
+    from doc_section import write_section
+    write_section(doc, "<!-- bench:begin (written by bench/run_bench.sh) -->", "<!-- bench:end -->", body)
     print(f"run_bench: wrote {doc}")
 PYEOF
