@@ -1,8 +1,6 @@
 // ckpt_tool.cpp: see ckpt_tool.h.
 #include "ckpt_tool.h"
 
-#include <unistd.h>  // getpid
-
 #include <cmath>  // std::isfinite
 #include <filesystem>
 #include <fstream>
@@ -13,7 +11,7 @@
 #include "ckpt/checkpoint_reader.h"   // CheckpointReader
 #include "ckpt/manifest.h"            // parse_manifest
 #include "ckpt/storage.h"             // LocalStorage
-#include "config/config.h"            // Config, load_toml
+#include "config/config.h"            // Config, load_toml_text
 #include "model/hf_export.h"          // export_hf
 #include "model/param_layout.h"       // build_param_layout
 
@@ -39,16 +37,8 @@ std::pair<std::string, std::string> locate(const std::string& dir) {
 }
 
 Config config_of(const Manifest& m, const std::string& where) {
-  const fs::path tmp = fs::temp_directory_path() / fmt::format("megascale-ckpt-config-{}.toml", ::getpid());
-  std::ofstream(tmp) << m.config_toml;
   Config cfg;
-  try {
-    load_toml(cfg, tmp.string());
-  } catch (const std::exception& e) {
-    fs::remove(tmp);
-    MS_FAIL("{}: the manifest's config does not load: {}", where, e.what());
-  }
-  fs::remove(tmp);
+  load_toml_text(cfg, m.config_toml, where + ": config");
   return cfg;
 }
 
@@ -76,13 +66,11 @@ int run_ckpt_inspect(const std::string& dir) {
   fmt::print("  {} tensors, {} elements each of param / exp_avg / exp_avg_sq\n", m.tensors.size(), elems);
   const Config cfg = config_of(m, where);
   int bad = 0;
+  CheckpointReader reader(storage, name, m, cfg.model);
   for (const ManifestFile& f : m.files) {
     std::string status = "ok";
     try {
-      Manifest one = m;
-      one.files = {f};
-      CheckpointReader r(storage, name, one, cfg.model);
-      r.verify_all();
+      reader.verify(f.name);
     } catch (const std::exception& e) {
       status = fmt::format("FAILED: {}", e.what());
       bad++;

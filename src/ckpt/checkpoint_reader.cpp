@@ -4,14 +4,17 @@
 #include <cstring>  // std::memcpy
 
 #include "base/check.h"          // MS_CHECK
-#include "model/param_layout.h"  // build_param_layout, place_param
+#include "model/param_layout.h"  // build_param_layout, place_param (also in the header)
 
 namespace ms {
 
 CheckpointReader::CheckpointReader(const CheckpointStorage& storage, std::string dir, Manifest manifest,
                                    const ModelConfig& model)
     : storage_(storage), dir_(std::move(dir)), manifest_(std::move(manifest)), model_(model) {
-  for (const ManifestFile& f : manifest_.files) by_name_[f.name] = &f;
+  for (const ManifestFile& f : manifest_.files) {
+    by_name_[f.name] = &f;
+    for (const ManifestEntry& e : f.entries) pieces_[{e.tensor, e.kind}].push_back({&f, &e});
+  }
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -44,10 +47,6 @@ const StMapped& CheckpointReader::file(const std::string& name) {
   return *files_.emplace(name, std::move(st)).first->second;
 }
 
-void CheckpointReader::verify_all() {
-  for (const ManifestFile& f : manifest_.files) file(f.name);
-}
-
 namespace {
 uint64_t numel_of(const ManifestTensor& t) {
   uint64_t n = 1;
@@ -56,11 +55,15 @@ uint64_t numel_of(const ManifestTensor& t) {
 }
 }  // namespace
 
+const std::vector<CheckpointReader::Piece>& CheckpointReader::pieces(const std::string& tensor, StateKind kind) const {
+  auto it = pieces_.find({tensor, kind});
+  MS_CHECK(it != pieces_.end(), "{}/{}: no {} entries for tensor '{}'", storage_.describe(), dir_,
+           state_kind_name(kind), tensor);
+  return it->second;
+}
+
 int CheckpointReader::saved_parts(const std::string& tensor, StateKind kind) const {
-  for (const ManifestFile& f : manifest_.files)
-    for (const ManifestEntry& e : f.entries)
-      if (e.tensor == tensor && e.kind == kind) return e.parts;
-  MS_FAIL("{}/{}: no {} entries for tensor '{}'", storage_.describe(), dir_, state_kind_name(kind), tensor);
+  return pieces(tensor, kind).front().entry->parts;  // the manifest was checked: one cut per tensor
 }
 
 std::vector<float> CheckpointReader::part(const std::string& tensor, StateKind kind, int p) {
@@ -69,10 +72,10 @@ std::vector<float> CheckpointReader::part(const std::string& tensor, StateKind k
   const int parts = saved_parts(tensor, kind);
   std::vector<float> out(numel_of(tit->second) / static_cast<uint64_t>(parts));
   // The manifest was checked to cover each part exactly once.
-  for (const ManifestFile& f : manifest_.files)
-    for (const ManifestEntry& e : f.entries)
-      if (e.tensor == tensor && e.kind == kind && e.part == p)
-        std::memcpy(out.data() + e.lo, file(f.name).at(e.key).data, (e.hi - e.lo) * sizeof(float));
+  for (const Piece& x : pieces(tensor, kind))
+    if (x.entry->part == p)
+      std::memcpy(out.data() + x.entry->lo, file(x.file->name).at(x.entry->key).data,
+                  (x.entry->hi - x.entry->lo) * sizeof(float));
   return out;
 }
 
@@ -83,9 +86,10 @@ std::vector<float> CheckpointReader::whole(const std::string& tensor, StateKind 
   // The part's spec under the saving layout: the same model cut into `parts` (the head copy is cut
   // as the token embedding it copies).
   const std::string spec_name = tensor == kHeadCopyName ? "transformer.wte.weight" : tensor;
-  const ParamLayout layout = build_param_layout(model_, ModelShard{parts, 0});
+  auto lit = layouts_.find(parts);
+  if (lit == layouts_.end()) lit = layouts_.emplace(parts, build_param_layout(model_, ModelShard{parts, 0})).first;
   const ParamSpec* spec = nullptr;
-  for (const ParamSpec& s : layout.specs)
+  for (const ParamSpec& s : lit->second.specs)
     if (s.name == spec_name) spec = &s;
   MS_CHECK(spec, "{}/{}: tensor '{}' is not part of the model", storage_.describe(), dir_, tensor);
   for (int p = 0; p < parts; p++) place_param(*spec, parts, p, part(tensor, kind, p).data(), full.data());

@@ -14,6 +14,7 @@
 #include "ckpt/manifest.h"       // Manifest, StateKind
 #include "ckpt/storage.h"        // CheckpointStorage
 #include "config/model_config.h" // ModelConfig
+#include "model/param_layout.h"   // ParamLayout
 
 namespace ms {
 
@@ -30,20 +31,27 @@ class CheckpointReader {
   // files holding that part: a run restoring under the saving TP degree reads its own part).
   int saved_parts(const std::string& tensor, StateKind kind) const;
   std::vector<float> part(const std::string& tensor, StateKind kind, int p);
-  // Reads and checks every file (ckpt inspect).
-  void verify_all();
+  // Reads and checks one file of the manifest (ckpt inspect); throws naming it.
+  void verify(const std::string& file_name) { file(file_name); }
 
   int files_read() const { return static_cast<int>(files_.size()); }
   uint64_t bytes_read() const { return bytes_read_; }
   std::vector<std::string> file_names() const;
 
  private:
+  struct Piece {
+    const ManifestFile* file;
+    const ManifestEntry* entry;
+  };
   const StMapped& file(const std::string& name);
+  const std::vector<Piece>& pieces(const std::string& tensor, StateKind kind) const;
   const CheckpointStorage& storage_;
   std::string dir_;
   Manifest manifest_;
   ModelConfig model_;
   std::map<std::string, const ManifestFile*> by_name_;
+  std::map<std::pair<std::string, StateKind>, std::vector<Piece>> pieces_;  // every entry, by tensor and kind
+  std::map<int, ParamLayout> layouts_;  // the model cut into N TP parts, by N
   std::map<std::string, std::unique_ptr<StMapped>> files_;
   uint64_t bytes_read_ = 0;
 };

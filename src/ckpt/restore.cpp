@@ -3,6 +3,7 @@
 
 #include <algorithm>  // std::sort
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -38,11 +39,13 @@ std::vector<std::string> checkpoint_candidates(const CheckpointStorage& storage,
   return out;
 }
 
-Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& dir, const Config& cfg) {
+Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& dir, const Config& cfg,
+                          std::string* text) {
   const std::string where = storage.describe() + "/" + dir;
   MS_CHECK(storage.exists(dir), "{}: no such checkpoint folder", where);
   MS_CHECK(storage.exists(dir + "/manifest.json"), "{}: manifest.json is missing (an incomplete checkpoint)", where);
-  Manifest m = parse_manifest(storage.read_text(dir + "/manifest.json"), where + "/manifest.json");
+  std::string json = storage.read_text(dir + "/manifest.json");
+  Manifest m = parse_manifest(json, where + "/manifest.json");
   const std::string diff = model_difference(m, cfg);
   MS_CHECK(diff.empty(), "{}: saved for another model: {}", where, diff);
   if (const int s = checkpoint_step_of(std::filesystem::path(dir).filename().string()); s >= 0)
@@ -52,6 +55,7 @@ Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& d
     const uint64_t n = storage.size(dir + "/" + f.name);
     MS_CHECK(n == f.bytes, "{}/{}: {} bytes, the manifest says {} (truncated or replaced)", where, f.name, n, f.bytes);
   }
+  if (text) *text = std::move(json);
   return m;
 }
 
@@ -103,8 +107,9 @@ void send_to_group(Communicator& dp, Trainer& trainer, const Config& cfg, std::v
     if (dp.rank() == 0) {
       for (int r = 1; r < dp.size(); r++) {
         packed.clear();
+        const auto ranges = ranges_of(r);
         for (int k = 1; k <= 2; k++)
-          for (const auto& [lo, hi] : ranges_of(r)) packed.insert(packed.end(), state[3 * c + k].begin() + lo, state[3 * c + k].begin() + hi);
+          for (const auto& [lo, hi] : ranges) packed.insert(packed.end(), state[3 * c + k].begin() + lo, state[3 * c + k].begin() + hi);
         dp.send(packed.data(), packed.size() * sizeof(float), r, static_cast<uint32_t>(c));
       }
     } else {
@@ -151,12 +156,14 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
     // Rank 0 proposes the next candidate that passes its checks: "OK <dir>\n<manifest>", or says
     // there is none left ("END"), or that the one asked for is unusable ("ERROR <reason>").
     std::string msg;
+    std::optional<Manifest> checked;  // rank 0: the manifest it checked (the others parse the broadcast)
     if (who.rank == 0) {
       msg = "END";
       for (; i < candidates.size(); i++) {
         try {
-          const Manifest m = check_checkpoint(*st, candidates[i], cfg);
-          msg = "OK " + candidates[i] + "\n" + st->read_text(candidates[i] + "/manifest.json");
+          std::string text;
+          checked = check_checkpoint(*st, candidates[i], cfg, &text);
+          msg = "OK " + candidates[i] + "\n" + text;
           break;
         } catch (const std::exception& e) {
           if (explicit_path) {
@@ -177,7 +184,7 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
     }
     const size_t nl = msg.find('\n');
     const std::string dir = msg.substr(3, nl - 3);
-    Manifest m = parse_manifest(msg.substr(nl + 1), st->describe() + "/" + dir + "/manifest.json");
+    Manifest m = checked ? std::move(*checked) : parse_manifest(msg.substr(nl + 1), st->describe() + "/" + dir + "/manifest.json");
     // The readers read and verify; nothing is installed until every rank has what it needs.
     std::vector<std::vector<float>> state;
     std::string failure;

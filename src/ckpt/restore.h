@@ -48,7 +48,9 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
 // (a `latest` naming a missing folder is reported through `note`).
 std::vector<std::string> checkpoint_candidates(const CheckpointStorage& storage,
                                                const std::function<void(const std::string&)>& note);
-// Rank 0's checks of one folder (see above); throws naming the folder, file and field.
-Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& dir, const Config& cfg);
+// Rank 0's checks of one folder (see above); throws naming the folder, file and field. text: the
+// manifest's JSON as read (to pass on without reading it again).
+Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& dir, const Config& cfg,
+                          std::string* text = nullptr);
 
 }  // namespace ms

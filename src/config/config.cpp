@@ -131,14 +131,9 @@ void set_field(Config& c, const std::string& key, const std::string& value, cons
   MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", where, key);
 }
 
-void load_toml(Config& c, const std::string& path) {
-  toml::table tbl;
-  try {
-    tbl = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    const auto& src = e.source();
-    MS_FAIL("{}:{}:{}: TOML parse error: {}", path, src.begin.line, src.begin.column, e.description());
-  }
+namespace {
+// Applies a parsed TOML table over c; `path` names the source in errors.
+void apply_toml(Config& c, const toml::table& tbl, const std::string& path) {
   // Every key in the file must be a known field.
   for (auto&& [section, node] : tbl) {
     const toml::table* sec = node.as_table();
@@ -153,6 +148,22 @@ void load_toml(Config& c, const std::string& path) {
       MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", path, key);
     }
   }
+}
+
+toml::table parse_toml(const std::string& path, const std::string* text) {
+  try {
+    return text ? toml::parse(*text, path) : toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    MS_FAIL("{}:{}:{}: TOML parse error: {}", path, src.begin.line, src.begin.column, e.description());
+  }
+}
+}  // namespace
+
+void load_toml(Config& c, const std::string& path) { apply_toml(c, parse_toml(path, nullptr), path); }
+
+void load_toml_text(Config& c, const std::string& text, const std::string& where) {
+  apply_toml(c, parse_toml(where, &text), where);
 }
 
 std::string to_toml(const Config& c) {

@@ -53,6 +53,8 @@ void set_field(Config& c, const std::string& key, const std::string& value, cons
 // Loads a TOML file over `c` (sections [model], [optim], [data], [train]); unknown keys and wrong
 // types are errors naming the file and key.
 void load_toml(Config& c, const std::string& path);
+// The same from TOML text (a checkpoint's saved config); `where` names it in errors.
+void load_toml_text(Config& c, const std::string& text, const std::string& where);
 
 // The resolved config as TOML text (round-trips through load_toml) and as JSON text.
 std::string to_toml(const Config& c);
