@@ -28,6 +28,18 @@ void Communicator::set_identity(std::string name, int rank, std::vector<int> wor
   thread_->set_label(name_);
 }
 
+std::unique_ptr<Communicator> Communicator::new_group(const std::vector<int>& members, const std::string& name) {
+  std::unique_ptr<Communicator> g = make_group(members, name);
+  g->rank_labels_ = rank_labels_;
+  return g;
+}
+
+std::string Communicator::describe_world_rank(int world_rank) const {
+  if (rank_labels_ && world_rank >= 0 && world_rank < static_cast<int>(rank_labels_->size()))
+    return fmt::format("world rank {} ({})", world_rank, (*rank_labels_)[world_rank]);
+  return fmt::format("world rank {}", world_rank);
+}
+
 void Communicator::run_on_comm_thread(const std::function<void()>& fn) { thread_->run(fn); }
 
 void Communicator::drain() { thread_->drain(); }
@@ -198,7 +210,7 @@ bool Communicator::run_step(Op& op, const std::function<void()>& body, std::stri
   }
   std::string peer;
   if (op.waiting_on >= 0 && op.waiting_on < size_)
-    peer = fmt::format(" waiting on peer {} (world rank {})", op.waiting_on, world_ranks_[op.waiting_on]);
+    peer = fmt::format(" waiting on peer {} ({})", op.waiting_on, describe_world_rank(world_ranks_[op.waiting_on]));
   status = fmt::format("{}:{}: {} on group '{}' ({}, seq {}, rank {} of {}) failed{}: {}", __FILE__, __LINE__, op.name,
                        name_, backend_name(), op.seq, rank_, size_, peer, what);
   broken_ = true;

@@ -114,9 +114,19 @@ class Communicator {
   // order. Called by every member and only by members; groups are created in the same order on
   // every rank. No global barrier. The creation is a collective over this group: it runs on this
   // group's thread, after the ops started before it. The new group has its own thread.
-  virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) = 0;
+  // The new group inherits this group's rank labels.
+  std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name);
+
+  // Labels of world ranks for error messages and dumps (index: world rank; e.g. "tp=0,dp=1,pp=0"), set
+  // on the world by RankGrid before it creates the groups; groups created afterwards share them. Without
+  // labels a peer is named by its world rank only. Set before ops are started.
+  void set_rank_labels(std::shared_ptr<const std::vector<std::string>> labels) { rank_labels_ = std::move(labels); }
+  // "world rank W (label)" or "world rank W".
+  std::string describe_world_rank(int world_rank) const;
 
  protected:
+  // new_group's backend part: creates the group (its identity set through set_identity).
+  virtual std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) = 0;
   virtual const char* backend_name() const = 0;
   // ---- Backend interface. communicator.cpp owns the queue, the sequence numbers and the trace; a backend
   // only runs ops, one at a time, on this communicator's thread, in start order. Ops of other
@@ -170,6 +180,7 @@ class Communicator {
   std::string name_ = "world";
   std::vector<int> world_ranks_{0};
   std::chrono::milliseconds timeout_{300000};  // deadline of each op
+  std::shared_ptr<const std::vector<std::string>> rank_labels_;  // set_rank_labels
 
  private:
   void check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const;

@@ -99,6 +99,11 @@ std::string RankLayout::group_name(ParallelDim d, int world_rank) const {
   return s + "]";
 }
 
+std::string RankLayout::rank_label(int world_rank) const {
+  const GridCoord c = coord(world_rank);
+  return fmt::format("tp={},dp={},pp={}", c.tp, c.dp, c.pp);
+}
+
 std::vector<std::vector<int>> RankLayout::all_groups(ParallelDim d) const {
   std::vector<std::vector<int>> out;
   for (int w = 0; w < world_size_; w++)
@@ -109,6 +114,9 @@ std::vector<std::vector<int>> RankLayout::all_groups(ParallelDim d) const {
 RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape)
     : world_(std::move(world)), layout_(order, shape, world_ ? world_->size() : 0) {
   MS_CHECK(world_, "RankGrid needs a world communicator");
+  auto labels = std::make_shared<std::vector<std::string>>();
+  for (int w = 0; w < world_->size(); w++) labels->push_back(layout_.rank_label(w));
+  world_->set_rank_labels(std::move(labels));
   for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kDp, ParallelDim::kPp}) {
     const int me = world_->rank();
     groups_[static_cast<int>(d)] = world_->new_group(layout_.group(d, me), layout_.group_name(d, me));

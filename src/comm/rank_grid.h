@@ -8,7 +8,8 @@
 // world size are errors naming what is wrong. Group ranks follow the coordinate along the group's
 // dimension; groups are named "dp[tp=1,pp=0]" (the other dimensions, in order-string order).
 // RankGrid owns the world communicator and creates this rank's tp, dp and pp groups, once, in that
-// order on every rank, then (pp > 1, first and last stage only) the tied embedding's group (no
+// order on every rank (after labelling the world's ranks with their coordinates, so every error
+// naming a peer names its place in the grid), then (pp > 1, first and last stage only) the tied embedding's group (no
 // component creates its own communicator).
 #pragma once
 #include <array>
@@ -55,6 +56,8 @@ class RankLayout {
   // The d-group holding world_rank: world ranks indexed by group rank (= coordinate along d).
   std::vector<int> group(ParallelDim d, int world_rank) const;
   std::string group_name(ParallelDim d, int world_rank) const;
+  // "tp=1,dp=0,pp=1": the rank's coordinates in tp, dp, pp order (the communicators' rank labels).
+  std::string rank_label(int world_rank) const;
   // Every d-group, ordered by the world rank of its group rank 0.
   std::vector<std::vector<int>> all_groups(ParallelDim d) const;
 

@@ -14,7 +14,7 @@ class SelfCommunicator final : public Communicator {
   }
   ~SelfCommunicator() override { drain(); }
 
-  std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) override {
+  std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
     MS_CHECK(members.size() == 1 && members[0] == 0, "new_group '{}' of group '{}' (size 1): members must be {{0}}",
              name, name_);
     return std::make_unique<SelfCommunicator>(name, world_ranks_[0], timeout_);

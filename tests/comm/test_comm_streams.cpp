@@ -36,7 +36,7 @@ class GateCommunicator final : public Communicator {
   explicit GateCommunicator(std::string name) { set_identity(std::move(name), 0, {0}, milliseconds(5000)); }
   ~GateCommunicator() override { drain(); }
 
-  std::unique_ptr<Communicator> new_group(const std::vector<int>&, const std::string& name) override {
+  std::unique_ptr<Communicator> make_group(const std::vector<int>&, const std::string& name) override {
     return std::make_unique<GateCommunicator>(name);
   }
 

@@ -109,8 +109,9 @@ TEST_F(PpEquivalence, Bf16AndOverlapOff) {
 }
 
 // Two ranks started by hand (no launcher that would stop the survivor for us): once rank 0 has
-// taken steps, its pipeline neighbour is SIGKILLed; rank 0 must stop by itself with an error naming
-// the pipeline group within parallel.timeout_s (3 s here) plus start-up slack.
+// taken steps, its pipeline neighbour is SIGKILLed; rank 0 must stop by itself within
+// parallel.timeout_s (3 s here) plus start-up slack, with an error naming the dead rank and its place
+// in the grid (rank 0 may be waiting in a pipeline recv or in the step's world all-reduce).
 TEST_F(PpEquivalence, AStageWhoseNeighbourDiesStopsWithANamedError) {
   const std::string store = g->dir() + "/store";
   std::filesystem::create_directories(store);
@@ -141,7 +142,8 @@ TEST_F(PpEquivalence, AStageWhoseNeighbourDiesStopsWithANamedError) {
   const std::string out = ranks[0].output();
   EXPECT_NE(ranks[0].code, 0) << out;
   EXPECT_LT(took, 3 + 10) << "rank 0 took " << took << " s to notice its dead neighbour";
-  EXPECT_NE(out.find("pp["), std::string::npos) << "the error does not name the pipeline group:\n" << out;
+  EXPECT_NE(out.find("world rank 1 (tp=0,dp=0,pp=1)"), std::string::npos) << "the error does not name the dead rank:\n"
+                                                                           << out;
   std::printf("rank 0 stopped %.1f s after its neighbour died:\n%s\n", took,
               out.substr(out.size() > 600 ? out.size() - 600 : 0).c_str());
 }

@@ -239,7 +239,7 @@ class GlooCommunicator final : public Communicator {
     ctx_ = std::move(ctx);
   }
 
-  std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) override {
+  std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
     std::vector<int> wr;
     const int me = check_group_members(members, name, wr);
     const std::string list = fmt::format("{}", fmt::join(members, ","));

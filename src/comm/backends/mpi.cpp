@@ -103,7 +103,7 @@ class MpiCommunicator final : public Communicator {
 
   static std::unique_ptr<Communicator> create_world(const CommEnv& env);
 
-  std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name) override {
+  std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
     std::vector<int> wr;
     const int me = check_group_members(members, name, wr);
     std::unique_ptr<Communicator> child;
