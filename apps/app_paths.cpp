@@ -28,6 +28,13 @@ std::string default_tokenizer_dir() {
 
 std::string tokenizer_dir_or_default(const std::string& dir) { return dir.empty() ? default_tokenizer_dir() : dir; }
 
+std::string default_dashboard_dir() {
+  const fs::path exe_dir = fs::path(self_executable()).parent_path();
+  for (const fs::path& d : {exe_dir / "share/megascale/dashboard", exe_dir / "../share/megascale/dashboard"})
+    if (fs::exists(d / "index.html")) return fs::weakly_canonical(d).string();
+  return "";
+}
+
 std::vector<std::string> resolve_launch_command(const std::vector<std::string>& cmd) {
   MS_CHECK(!cmd.empty(), "no command to launch: give one after --");
   // A path ("/bin/sh", "./a.out", "build/x") runs as given; a bare word is a megascale subcommand.

@@ -18,6 +18,11 @@ std::string default_tokenizer_dir();
 // dir, or default_tokenizer_dir() when dir is empty.
 std::string tokenizer_dir_or_default(const std::string& dir);
 
+// The folder of the launcher's dashboard page (index.html, app.js, style.css, uPlot):
+// <dir of this executable>/share/megascale/dashboard, else <dir>/../share/megascale/dashboard;
+// empty when neither has index.html (the dashboard then serves a note and its JSON endpoints).
+std::string default_dashboard_dir();
+
 // The command of `megascale launch ... -- CMD...`: a CMD containing a '/' runs as given; a bare
 // word is a megascale subcommand, run by this very binary.
 std::vector<std::string> resolve_launch_command(const std::vector<std::string>& cmd);

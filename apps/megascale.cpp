@@ -3,6 +3,8 @@
 //   megascale train [CONFIG.toml] [--section.key=value ...]   train a GPT (see --help for every key)
 //   megascale launch --nproc N [--store file|redis|redis://h:p] -- CMD...   N local ranks of CMD
 //   megascale ckpt inspect DIR | ckpt export DIR OUT   verify a checkpoint / write it as a Hugging Face folder
+//   megascale trace RUN_DIR | heatmap RUN_DIR   merged Chrome trace / heatmaps + straggler report of a run's records
+//   megascale diagnose RUN_DIR   the hang report: which ranks never entered the collective the others wait in
 //   megascale bench comm [--ranks 8,16,32] [--store file,redis] [--sizes 4K..64M]   comm start-up and bandwidth
 #include <cstdio>
 #include <map>
@@ -17,6 +19,8 @@
 #include "base/log.h"      // ms::logger
 #include "bench_comm.h"     // CommBenchOptions, run_comm_bench, run_comm_bench_worker
 #include "ckpt_tool.h"      // run_ckpt_inspect, run_ckpt_export
+#include "diagnose_tool.h"  // run_diagnose
+#include "report_tools.h"   // add_report_commands, run_report_command (trace, heatmap)
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
 #include "launch/launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
 #include "data/prepare.h"  // PrepareOptions, run_prepare
@@ -69,6 +73,11 @@ void add_launch(CLI::App& app, ms::LaunchOptions& opt) {
                   "started for the launch) or redis://host:port")->capture_default_str();
   cmd->add_option("--run-dir", opt.run_dir, "folder for the store's files (default: the temporary folder)");
   cmd->add_flag("--quiet-others", opt.quiet_others, "forward only rank 0's stdout (stderr of every rank is kept)");
+  cmd->add_option("--dashboard-port", opt.dashboard_port, "port of the live dashboard (page, /api/status, /metrics): "
+                  "0 = a free port (printed), negative = no dashboard")->capture_default_str();
+  cmd->add_option("--dashboard-bind", opt.dashboard_bind, "address the dashboard listens on")->capture_default_str();
+  cmd->add_option("--dashboard-linger", opt.dashboard_linger_s, "keep serving the dashboard this many seconds after "
+                  "the launch ended")->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   cmd->add_option("command", opt.command, "after --: a megascale subcommand and its arguments, or a path "
                   "starting with / or ./ and its arguments")->required();
 }
@@ -126,6 +135,11 @@ int main(int argc, char** argv) {
   add_bench(app, bench, bench_worker);
   CkptArgs ckpt;
   add_ckpt(app, ckpt);
+  std::string diagnose_dir;
+  app.add_subcommand("diagnose", "read a run's hang dumps (<out_dir>/hang/) and name the ranks the others wait for")
+      ->add_option("run_dir", diagnose_dir, "the run's train.out_dir")->required();
+  ms::ReportArgs report;
+  ms::add_report_commands(app, report);
   // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
   // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead. Arguments
   // after "--" (the command of `launch`) are passed on untouched.
@@ -147,8 +161,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    if (const int rc = ms::run_report_command(app, report); rc >= 0) return rc;
+    if (app.got_subcommand("diagnose")) return ms::run_diagnose(diagnose_dir);
     if (app.got_subcommand("launch")) {
       launch.command = ms::resolve_launch_command(launch.command);
+      launch.dashboard_assets = ms::default_dashboard_dir();
       return ms::run_launcher(launch).exit_code;
     }
     if (app.got_subcommand("bench")) {

@@ -31,6 +31,8 @@
 #include "data/shared_batches.h"  // MachineBatchFeed
 #include "data/tokenizer.h"       // Gpt2Tokenizer
 #include "app_paths.h"            // tokenizer_dir_or_default
+#include "hang_watch.h"           // HangWatch
+#include "launch_report.h"        // write_launch_report
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
 #include "model/flops.h"          // model_flops_per_token
 #include "model/hf_export.h"      // export_hf
@@ -39,7 +41,9 @@
 #include "parallel/dp/zero_dp.h"  // ZeroDataParallel
 #include "parallel/tp/tensor_parallel.h"  // TensorParallel
 #include "train/evaluation.h"     // eval_loss
+#include "obs/run_recorder.h"     // record_event
 #include "train/run_log.h"        // RunLog
+#include "train/run_observer.h"   // RunObserver
 #include "train/sampling.h"       // sample_text
 #include "train/trainer.h"        // Trainer
 
@@ -61,7 +65,9 @@ void install_stop_handlers() {
   std::thread([set] {
     for (;;) {
       int sig = 0;
-      if (sigwait(&set, &sig) == 0) g_stop_signal.store(sig);
+      if (sigwait(&set, &sig) != 0) continue;
+      g_stop_signal.store(sig);
+      HangWatch::on_signal(sig);  // hang localization: a dump of where this rank is (hang_watch.h)
     }
   }).detach();
   // A file-size limit (RLIMIT_FSIZE) makes a checkpoint write fail with EFBIG, reported as a
@@ -75,6 +81,7 @@ bool report_saves(Checkpointer& ckpt, RunLog& log) {
   bool failed = false;
   for (const SaveOutcome& o : ckpt.take_outcomes()) {
     if (o.whole) log.message("checkpoint", fmt::format("step {}: {} (stage 2: {:.2f} s)", o.step, o.message, o.seconds));
+    record_event(o.ok ? "checkpoint saved" : "checkpoint failed", fmt::format("step {}: {}", o.step, o.message));
     failed = failed || !o.ok;
   }
   return failed;
@@ -90,13 +97,15 @@ float run_training(const Config& cfg_in) {
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
+  HangWatch hang_watch(cfg, env);  // obs.watchdog: before the world, so its creation is watched too
   std::unique_ptr<RankGrid> grid;
   if (env.world_size > 1)
     grid = std::make_unique<RankGrid>(init_world(env), cfg.parallel.order,
                                       GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp});
+  if (grid) hang_watch.attach(*grid, env, cfg);
   const int rank = grid ? grid->world().rank() : 0;
   const int dp = cfg.parallel.dp, dp_rank = grid ? grid->coord().dp : 0;
-  TraceSink::get().set_enabled(TraceTrack::kCompute, cfg.parallel.trace);
+  RunObserver observer(cfg, grid.get());  // records, aligned clocks, segment summary (a collective)
 
   const int threads = cfg.train.threads > 0 ? cfg.train.threads
                                             : std::max(1, omp_get_num_procs() / std::max(1, env.local_world_size));
@@ -107,6 +116,7 @@ float run_training(const Config& cfg_in) {
     const std::string text = to_toml(cfg);
     write_text_atomic(out_dir + "/config.resolved.toml", text);
   }
+  write_launch_report(cfg, rank, env.world_size);  // run.json for `megascale launch`'s dashboard
   RunLog log(out_dir, cfg.train.progress, /*silent=*/rank != 0);
   const int B = cfg.train.batch_size, T = cfg.train.seq_len;
 
@@ -175,7 +185,14 @@ float run_training(const Config& cfg_in) {
   }
   MachineBatchFeed train(feed_opt);
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
-  if (cfg.train.pin_threads) log.message("threads", pin_omp_threads(env.local_rank));
+  // Oversubscribed (more threads on this machine than usable cores): not pinned, so the scheduler
+  // shares the cores among all ranks evenly (pinned, the ranks sharing a core with rank 0's extra
+  // work run ~30% slower than the others, a false straggler).
+  if (cfg.train.pin_threads && env.local_world_size * threads <= omp_get_num_procs())
+    log.message("threads", pin_omp_threads(env.local_rank));
+  else if (cfg.train.pin_threads)
+    log.message("threads", fmt::format("threads not pinned: {} rank(s) x {} thread(s) on this machine exceed its {} "
+                                       "usable core(s)", env.local_world_size, threads, omp_get_num_procs()));
   Checkpointer ckpt(cfg, trainer, storage, world, who);
   double stage1_wait_s = 0;  // the optimizer's wait for a stage-1 copy, this step
   trainer.set_before_update([&] { stage1_wait_s = ckpt.finish_stage1(); });
@@ -219,69 +236,84 @@ float run_training(const Config& cfg_in) {
   float last = 0;
   double idle_sum = 0, pp_wait_sum = 0;  // pipeline: this rank's idle fraction and waits, steps after the first
   const uint64_t tokens_per_step = static_cast<uint64_t>(B) * T * cfg.train.grad_accum * dp;
-  for (int step = first_step; step <= cfg.train.steps; step++) {
-    StepStats s;
-    try {
-      s = trainer.train_step(next);
-    } catch (const CommError&) {
-      // Hang analysis: this rank's last collectives (op, group, seq, peer, times, outcome).
-      const std::string path = fmt::format("{}/comm_trace_rank{}.json", out_dir, rank);
+  // An error after the world exists ends the rank at once (after saying it): unwinding would tear
+  // down groups with ops in flight while the peers wait (hang_watch.h).
+  try {
+    for (int step = first_step; step <= cfg.train.steps; step++) {
+      StepStats s;
+      observer.begin_step(step);
       try {
-        fs::create_directories(out_dir);
-        write_comm_trace(path);
-        logger().error("rank {}: communication trace written to {}", rank, path);
-      } catch (const std::exception&) {
+        s = trainer.train_step(next);
+      } catch (const CommError& e) {
+        hang_watch.comm_failure(e.what());  // with obs.watchdog: dump and exit 86, does not return
+        // Hang analysis: this rank's last collectives (op, group, seq, peer, times, outcome).
+        const std::string path = fmt::format("{}/comm_trace_rank{}.json", out_dir, rank);
+        try {
+          fs::create_directories(out_dir);
+          write_comm_trace(path);
+          logger().error("rank {}: communication trace written to {}", rank, path);
+        } catch (const std::exception&) {
+        }
+        throw;
       }
-      throw;
+      if (stage1_wait_s > 0.0005)
+        log.message("checkpoint", fmt::format("step {}: the optimizer waited {:.1f} ms for the stage-1 copy of step {}'s "
+                                              "checkpoint", step, stage1_wait_s * 1e3, step - 1));
+      stage1_wait_s = 0;
+      StepRecord r;
+      r.step = s.step; r.total_steps = cfg.train.steps;
+      r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
+      r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
+      // Per-rank peak x every rank of the job (tokens/s counts the whole job's tokens).
+      r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
+      if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
+      if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
+      if (cfg.parallel.pp > 1) {
+        r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
+        if (step > 1) idle_sum += r.pp_idle, pp_wait_sum += r.pp_wait_ms;
+      }
+      log.step(r);
+      observer.end_step(r, log);
+      last = s.loss;
+      bool eval_now = validate && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
+      if (eval_now) {
+        last = eval_loss(trainer, val.get(), eval_batches);
+        log.eval(step, last);
+      }
+      // The step boundary: every rank agrees whether to stop (a signal reached any rank; a save
+      // failed and checkpoint.on_failure = stop) and whether to save.
+      const bool save_failed = report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
+      const auto [signalled, stop_on_failure] = any_rank(world, g_stop_signal.load() != 0, save_failed);
+      MS_CHECK(!stop_on_failure, "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
+               "the checkpoint messages); the last published checkpoint is intact", step);
+      observer.after_step(step);
+      const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
+      const int every = cfg.checkpoint.every;
+      if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
+        const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step), s.loss);
+        record_event("checkpoint stage 1", fmt::format("step {}: {:.1f} ms, {:.1f} MiB", step, st.seconds * 1e3,
+                                                       st.bytes / 1048576.0));
+        log.message("checkpoint", fmt::format(
+            "step {}: stage 1 stopped training for {:.1f} ms{} ({:.1f} MiB to copy into host memory beside the next "
+            "step)", step, st.seconds * 1e3,
+            st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's writer (snapshot "
+                                                "buffer in use)", st.waited_seconds * 1e3)
+                                  : std::string(), st.bytes / 1048576.0));
+      }
+      if (exit_now) {
+        ckpt.wait_idle();
+        const bool failed = any_rank(world, report_saves(ckpt, log));
+        log.message("stop", fmt::format("stopped after step {} ({}); train.resume=auto continues from the checkpoint",
+                                        step, signalled ? "SIGTERM/SIGINT" : "train.exit_after"));
+        MS_CHECK(!failed, "step {}: the checkpoint save before stopping failed", step);
+        return last;
+      }
     }
-    if (stage1_wait_s > 0.0005)
-      log.message("checkpoint", fmt::format("step {}: the optimizer waited {:.1f} ms for the stage-1 copy of step {}'s "
-                                            "checkpoint", step, stage1_wait_s * 1e3, step - 1));
-    stage1_wait_s = 0;
-    StepRecord r;
-    r.step = s.step; r.total_steps = cfg.train.steps;
-    r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
-    r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
-    // Per-rank peak x every rank of the job (tokens/s counts the whole job's tokens).
-    r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
-    if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
-    if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
-    if (cfg.parallel.pp > 1) {
-      r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
-      if (step > 1) idle_sum += r.pp_idle, pp_wait_sum += r.pp_wait_ms;
-    }
-    log.step(r);
-    last = s.loss;
-    bool eval_now = validate && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == cfg.train.steps);
-    if (eval_now) {
-      last = eval_loss(trainer, val.get(), eval_batches);
-      log.eval(step, last);
-    }
-    // The step boundary: every rank agrees whether to stop (a signal reached any rank; a save
-    // failed and checkpoint.on_failure = stop) and whether to save.
-    const bool save_failed = report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
-    const auto [signalled, stop_on_failure] = any_rank(world, g_stop_signal.load() != 0, save_failed);
-    MS_CHECK(!stop_on_failure, "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
-             "the checkpoint messages); the last published checkpoint is intact", step);
-    const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
-    const int every = cfg.checkpoint.every;
-    if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
-      const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step), s.loss);
-      log.message("checkpoint", fmt::format(
-          "step {}: stage 1 stopped training for {:.1f} ms{} ({:.1f} MiB to copy into host memory beside the next "
-          "step)", step, st.seconds * 1e3,
-          st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's writer (snapshot "
-                                              "buffer in use)", st.waited_seconds * 1e3)
-                                : std::string(), st.bytes / 1048576.0));
-    }
-    if (exit_now) {
-      ckpt.wait_idle();
-      const bool failed = any_rank(world, report_saves(ckpt, log));
-      log.message("stop", fmt::format("stopped after step {} ({}); train.resume=auto continues from the checkpoint",
-                                      step, signalled ? "SIGTERM/SIGINT" : "train.exit_after"));
-      MS_CHECK(!failed, "step {}: the checkpoint save before stopping failed", step);
-      return last;
-    }
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    hang_watch.error_after_start(e.what(), env.world_size);  // world > 1: does not return
+    throw;
   }
   if (first_step > cfg.train.steps) {  // resumed from a checkpoint of the last step: nothing left to train
     log.message("resume", fmt::format("the checkpoint is at train.steps={}: nothing left to train", cfg.train.steps));

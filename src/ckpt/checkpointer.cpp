@@ -129,7 +129,7 @@ Checkpointer::~Checkpointer() {
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
 
 Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
-  TraceScope span("checkpoint stage 1");
+  TraceScope span("checkpoint-stage1");
   const Stopwatch watch;
   Stage1Stats st;
   std::vector<StateRun> runs = trainer_.state_runs();
@@ -157,7 +157,7 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
 double Checkpointer::finish_stage1() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!copy_pending_) return 0;
-  TraceScope span("checkpoint stage 1 wait");
+  TraceScope span("checkpoint-stage1-wait");
   const Stopwatch w;
   cv_.wait(lock, [&] { return !copy_pending_; });
   return w.seconds();

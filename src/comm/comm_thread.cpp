@@ -12,7 +12,9 @@
 
 #include "base/check.h"          // MS_CHECK
 #include "base/thread_pin.h"     // restore_thread_affinity
+#include "comm/comm_fatal.h"    // comm_timeout
 #include "comm/communicator.h"  // CommWork
+#include "obs/watchdog.h"        // WatchedWait
 
 namespace ms {
 
@@ -210,6 +212,9 @@ void stop_all_comm_threads() {
   Registry& r = registry();
   std::lock_guard lk(r.m);
   r.exiting = true;
+  // Each thread finishes its queued ops (each bounded by its deadline) first; the hang watchdog, when
+  // it runs, bounds the whole join (obs/watchdog.h).
+  WatchedWait watched("join comm threads", "world", 2 * comm_timeout());
   for (CommThread* t : r.live) t->stop();
 }
 

@@ -7,7 +7,9 @@
 #include <cstdint>
 
 #include "base/clock.h"         // steady_ns, SteadyClock
+#include "comm/comm_fatal.h"   // report_comm_failure, note_comm_timeout
 #include "comm/comm_thread.h"  // WorkState, CommThread
+#include "obs/watchdog.h"       // WatchedWait
 #include "obs/trace_sink.h"     // TraceSink
 
 namespace ms {
@@ -25,10 +27,12 @@ void Communicator::set_identity(std::string name, int rank, std::vector<int> wor
   size_ = static_cast<int>(world_ranks.size());
   world_ranks_ = std::move(world_ranks);
   timeout_ = timeout;
+  detail::note_comm_timeout(timeout);
   thread_->set_label(name_);
 }
 
 std::unique_ptr<Communicator> Communicator::new_group(const std::vector<int>& members, const std::string& name) {
+  WatchedWait watched("new_group", name_, timeout_);  // MPI_Comm_create_group has no timeout of its own
   std::unique_ptr<Communicator> g = make_group(members, name);
   g->rank_labels_ = rank_labels_;
   return g;
@@ -153,7 +157,7 @@ CommWork Communicator::submit(Op op, size_t bytes) {
   else op.seq = coll_seq_++;
   TraceRecord rec;
   rec.seq = op.seq, rec.name = op.name, rec.group = name_, rec.bytes = bytes, rec.peer = op.peer;
-  rec.enqueue_ns = steady_ns(), rec.status = "queued";
+  rec.enqueue_ns = steady_ns(), rec.status = "queued", rec.seg = comm_segment(name_, op.name);
   const uint64_t id = TraceSink::get().open(TraceTrack::kComm, std::move(rec));
   thread_->post([this, op, state, id]() mutable { run_op(op, state, id); });
   return CommWork(state);
@@ -162,7 +166,8 @@ CommWork Communicator::submit(Op op, size_t bytes) {
 namespace {
 
 void finish(uint64_t record, const std::string& status, bool ok, detail::WorkState& state) {
-  TraceSink::get().update(TraceTrack::kComm, record, [&](TraceRecord& r) { r.end_ns = steady_ns(), r.status = status; });
+  TraceSink::get().close(TraceTrack::kComm, record, steady_ns(), status);
+  if (!ok) report_comm_failure(status);  // the fatal policy (comm_fatal.h) does not return
   state.finish(ok ? nullptr : std::make_exception_ptr(CommError(status)));
 }
 
@@ -171,8 +176,11 @@ void finish(uint64_t record, const std::string& status, bool ok, detail::WorkSta
 void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record) {
   const bool p2p = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
   if (!p2p) thread_->complete_posted();
-  TraceSink::get().update(TraceTrack::kComm, record, [](TraceRecord& r) { r.start_ns = steady_ns(), r.status = "running"; });
   op.deadline = SteadyClock::now() + timeout_;
+  TraceSink::get().update(TraceTrack::kComm, record, [&](TraceRecord& r) {
+    r.start_ns = steady_ns(), r.status = "running";
+    r.deadline_ns = r.start_ns + std::chrono::nanoseconds(timeout_).count();  // the watchdog's input
+  });
   std::string status = "ok";
   bool posted = false;
   const bool ok = run_step(op, [&] {

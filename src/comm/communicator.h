@@ -16,6 +16,11 @@
 //  - Every op has a deadline (comm_env.h: CommEnv::timeout). A stalled or dead peer ends in a CommError naming the
 //    operation, the group, the sequence number and the peer (when the engine can tell), never a hang.
 //    After a CommError the group is unusable: later ops on it fail at once (rebuild the world).
+//    What a failure does to the process is a policy (comm_fatal.h): by default the CommError reaches
+//    the waiter; the train app installs the fatal policy (hang dump, exit code 86, MPI_Abort under
+//    MPI) so no caller unwinds past a buffer an engine still owns. Each running op's trace record
+//    carries its deadline (deadline_ns), which the hang watchdog (obs/watchdog.h) scans; new_group
+//    is a watched wait (MPI's group creation has no timeout of its own).
 //  - Every op is recorded in the communication track of the trace sink (obs/trace_sink.h: op, group,
 //    sequence number, bytes, peer, enqueue/start/end times, outcome) for hang analysis and timelines.
 //  - Reductions sum in rank order 0..n-1 where the backend allows it, so every rank gets the same bits.

@@ -25,12 +25,15 @@ void visit(C& c, F&& f) {
 #define MS_V_TRAIN(type, name, def, doc) f("train." #name, c.train.name, doc);
 #define MS_V_PARALLEL(type, name, def, doc) f("parallel." #name, c.parallel.name, doc);
 #define MS_V_CHECKPOINT(type, name, def, doc) f("checkpoint." #name, c.checkpoint.name, doc);
+#define MS_V_OBS(type, name, def, doc) f("obs." #name, c.obs.name, doc);
   MS_MODEL_FIELDS(MS_V_MODEL)
   MS_OPTIM_FIELDS(MS_V_OPTIM)
   MS_DATA_FIELDS(MS_V_DATA)
   MS_TRAIN_FIELDS(MS_V_TRAIN)
   MS_PARALLEL_FIELDS(MS_V_PARALLEL)
   MS_CHECKPOINT_FIELDS(MS_V_CHECKPOINT)
+  MS_OBS_FIELDS(MS_V_OBS)
+#undef MS_V_OBS
 #undef MS_V_CHECKPOINT
 #undef MS_V_PARALLEL
 #undef MS_V_MODEL
@@ -137,7 +140,7 @@ void apply_toml(Config& c, const toml::table& tbl, const std::string& path) {
   // Every key in the file must be a known field.
   for (auto&& [section, node] : tbl) {
     const toml::table* sec = node.as_table();
-    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train], [parallel] or [checkpoint]",
+    MS_CHECK(sec, "{}: top-level key '{}' is not a section; expected [model], [optim], [data], [train], [parallel], [checkpoint] or [obs]",
              path, section.str());
     for (auto&& [name, value] : *sec) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
@@ -247,6 +250,16 @@ void Config::validate() const {
            k.keep_last);
   MS_CHECK(k.keep_every >= 0, "config: checkpoint.keep_every={} must be >= 0", k.keep_every);
   MS_CHECK(std::isfinite(k.timeout_s) && k.timeout_s > 0, "config: checkpoint.timeout_s={} must be > 0", k.timeout_s);
+  const auto& ob = obs;
+  MS_CHECK(ob.flush_ms >= 10 && ob.flush_ms <= 600000, "config: obs.flush_ms={} must be in 10..600000", ob.flush_ms);
+  MS_CHECK(ob.summary_every >= 0, "config: obs.summary_every={} must be >= 0 (0 = never)", ob.summary_every);
+  MS_CHECK(std::isfinite(ob.straggler_margin) && ob.straggler_margin > 0 && ob.straggler_margin < 10,
+           "config: obs.straggler_margin={} must be in (0, 10) (a fraction: 0.05 = 5% slower than the peers' median)",
+           ob.straggler_margin);
+  MS_CHECK(ob.straggler_window >= 2, "config: obs.straggler_window={} must be >= 2 steps", ob.straggler_window);
+  MS_CHECK(ob.realign_every >= 0, "config: obs.realign_every={} must be >= 0 (0 = only at start-up)", ob.realign_every);
+  MS_CHECK(std::isfinite(ob.watchdog_grace_s) && ob.watchdog_grace_s >= 0 && ob.watchdog_grace_s <= 3600,
+           "config: obs.watchdog_grace_s={} must be in 0..3600", ob.watchdog_grace_s);
 
   const auto& p = parallel;
   MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);

@@ -12,6 +12,7 @@
 #include "config/checkpoint_config.h"  // CheckpointConfig, SaveFailurePolicy
 #include "config/data_config.h"      // DataConfig
 #include "config/model_config.h"     // ModelConfig, BlockKind, AttentionKind
+#include "config/obs_config.h"       // ObsConfig
 #include "config/optim_config.h"     // OptimConfig, OptimizerKind
 #include "config/parallel_config.h"  // ParallelConfig, BackendChoice
 #include "config/train_config.h"     // TrainConfig, ProgressMode
@@ -26,6 +27,7 @@ struct Config {
   TrainConfig train;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  ObsConfig obs;
 
   // Rejects impossible values; the error names the key and the reason. Every entry point calls it
   // before anything computes with the values (resolve_layout calls it first itself).

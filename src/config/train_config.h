@@ -27,7 +27,7 @@ MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar,
   X(int, sample_tokens, 64, "tokens of text generated at the end (0 = none)")                      \
   X(std::string, out_dir, "runs/default", "run directory: log.jsonl, resolved config, final model") \
   X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
-  X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs)") \
+  X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs; skipped when the machine's ranks x threads exceed its cores)") \
   X(DType, precision, DType::kF32, "GEMM precision: 'fp32', or 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32)") \
   X(std::string, resume, "auto", "'auto' = continue from the newest checkpoint in checkpoint.dir that verifies (none: start fresh), 'never' = start fresh, or a checkpoint folder (an invalid one is an error)") \
   X(int, exit_after, 0, "stop after N steps of this invocation with a checkpoint (Megatron's --exit-interval; 0 = run to train.steps)") \

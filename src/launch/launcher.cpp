@@ -23,6 +23,7 @@
 
 #include "base/check.h"
 #include "base/log.h"  // make_named_logger
+#include "launch/dashboard.h"
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/redis_server.h"
@@ -102,6 +103,37 @@ class Store {
   std::optional<RedisServer> redis_;
 };
 
+// ---- the launch's private folder (MEGASCALE_LAUNCH_DIR) ---------------------------------------
+
+// A folder only this user can read, for what the ranks tell the launcher (run.json); removed on
+// destruction (never throws there).
+class LaunchDir {
+ public:
+  LaunchDir(const LaunchOptions& opt, const std::string& tag) {
+    const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);
+    dir_ = parent / ("launch-" + tag);
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    MS_CHECK(fs::create_directory(dir_, ec) && !ec, "cannot create the launch folder {}: {}", dir_.string(),
+             ec ? ec.message() : "it exists");
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (ec) {
+      fs::remove_all(dir_, ec);
+      MS_FAIL("cannot make the launch folder {} private (mode 0700): {}", dir_.string(), ec.message());
+    }
+  }
+  ~LaunchDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  LaunchDir(const LaunchDir&) = delete;
+  LaunchDir& operator=(const LaunchDir&) = delete;
+  std::string path() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
 // ---- children -----------------------------------------------------------------------------------
 
 struct Child {
@@ -168,6 +200,19 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   set_env(base_env, "MEGASCALE_STORE", store.url());
   set_env(base_env, "MEGASCALE_RUN_ID", "launch-" + tag);
   set_env(base_env, "MEGASCALE_HOST", "127.0.0.1");
+  LaunchDir launch_dir(opt, tag);
+  set_env(base_env, "MEGASCALE_LAUNCH_DIR", launch_dir.path());
+  std::unique_ptr<Dashboard> dash;
+  if (opt.dashboard_port >= 0) {
+    DashboardOptions d;
+    d.bind = opt.dashboard_bind;
+    d.port = opt.dashboard_port;
+    d.assets_dir = opt.dashboard_assets;
+    d.launch_dir = launch_dir.path();
+    d.world = n;
+    dash = std::make_unique<Dashboard>(d);
+    launch_log().info("dashboard at {}", dash->url());
+  }
   if (std::getenv("OMP_NUM_THREADS") == nullptr)
     set_env(base_env, "OMP_NUM_THREADS", std::to_string(std::max(1, usable_cores() / n)));
 
@@ -199,6 +244,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
       throw;
     }
     c.running = true;
+    if (dash) dash->status().rank_started(r, c.pid);
     ::close(out[1]);
     ::close(err[1]);
     for (int fd : {c.out.fd, c.err.fd}) MS_SYSCHECK(::fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl O_NONBLOCK");
@@ -276,6 +322,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
       c.running = false;
       c.status = st;
       running--;
+      if (dash) dash->status().rank_ended(c.rank, st);
       const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
       if (!ok && result.failure.empty()) {
         result.failure = describe_status(fmt::format("rank {}", c.rank), st);
@@ -307,6 +354,22 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     }
   }
   if (!result.failure.empty()) launch_log().error("failed: {}", result.failure);
+  if (dash) {
+    dash->poll_now();  // the ranks' last records
+    dash->status().launch_ended(result.exit_code, result.failure);
+    if (opt.dashboard_linger_s > 0 && signals.drain().empty()) {
+      // A last look at the page; any signal to the launcher ends it.
+      launch_log().info("dashboard stays at {} for {} s", dash->url(), opt.dashboard_linger_s);
+      pollfd p{signals.fd(), POLLIN, 0};
+      const auto until = Clock::now() + std::chrono::milliseconds((int64_t)(opt.dashboard_linger_s * 1000));
+      for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+        if (left <= 0) break;
+        const int rc = ::poll(&p, 1, (int)std::min<int64_t>(left, 1000));
+        if (rc > 0 && !signals.drain().empty()) break;
+      }
+    }
+  }
   return result;
 }
 

@@ -17,7 +17,14 @@
 //    if every rank then exits 0 (a clean stop: training saves and exits), the launcher exits 0,
 //    else 128+signal. A second signal kills the ranks at once. No child outlives the call.
 //  - The launcher's own messages go to stderr as "megascale launch: <message>" lines (spdlog).
-// The pieces live beside this file: signal_forwarding.h, rank_output.h, redis_server.h, process.h.
+//  - Every launch has a private folder (mode 0700, removed at the end), exported to the ranks as
+//    MEGASCALE_LAUNCH_DIR; rank 0 of a training run writes run.json there (its out_dir).
+//  - Unless dashboard_port < 0, a live dashboard (dashboard.h: the page, /api/status, /metrics)
+//    serves on dashboard_bind:dashboard_port (0: a free port) from before the first rank starts
+//    until the launch ends (plus dashboard_linger_s), announced as
+//    "megascale launch: dashboard at http://127.0.0.1:PORT/".
+// The pieces live beside this file: signal_forwarding.h, rank_output.h, redis_server.h, process.h,
+// dashboard.h and job_status.h.
 #pragma once
 #include <chrono>
 #include <string>
@@ -36,6 +43,11 @@ struct LaunchOptions {
   // SIGTERM -> SIGKILL after a signal to the launcher (preemption: the ranks save a checkpoint at
   // the next step boundary and exit 0; a launcher whose ranks all exit 0 then exits 0 too).
   std::chrono::milliseconds signal_grace{120000};
+  // The live dashboard: port 0 = a free port (parallel launches never collide), < 0 = off.
+  int dashboard_port = 0;
+  std::string dashboard_bind = "127.0.0.1";  // loopback unless configured
+  std::string dashboard_assets;              // the page's files (index.html, app.js, ...); the app knows where
+  double dashboard_linger_s = 0;             // keep serving this long after the launch ended
 };
 
 // What happened to the ranks of one launch.

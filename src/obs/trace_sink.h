@@ -11,7 +11,12 @@
 //    threads (one per communicator), the threads starting ops and the compute threads write
 //    concurrently.
 //  - Times are steady-clock ns (base/clock.h) on every track, so rows line up.
+//  - Segment times: closing a record adds its duration to the total of its (step, segment); the
+//    trainer takes a step's totals at its end (take_segment_totals). Steady state allocates nothing.
+//  - A reader that streams the records (obs/run_recorder.h) collects each finished record once, in
+//    open order except for records that were still running at an earlier collect.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -33,8 +38,21 @@ struct TraceRecord {
   int64_t enqueue_ns = 0;  // comm: start_* called (compute: = start_ns)
   int64_t start_ns = 0;    // began
   int64_t end_ns = 0;      // finished (0 while running)
+  int64_t deadline_ns = 0; // comm: must end by then (steady ns; set when it starts; 0 = none): the hang watchdog's input
   std::string status;      // comm: "queued", "running", "ok" or the error text; empty for spans
+  std::string_view seg;    // segment: "forward", "optimizer", "tp-all-gather", ... (docs/observability.md)
+  int step = 0;            // the optimizer step current when the record was opened (set_step)
+  int64_t cpu_ns = -1;     // compute spans: CPU time of the span's thread during the span (-1: not measured)
 };
+
+// CPU time consumed by the calling thread, ns (CLOCK_THREAD_CPUTIME_ID).
+int64_t thread_cpu_ns();
+
+// The segment of a collective: "<dimension>-<op with dashes>", the dimension being the group name up
+// to '[' ("tp[dp=0,pp=1]" + "all_gather" -> "tp-all-gather"). Interned; allocates only when new.
+std::string_view comm_segment(std::string_view group, std::string_view op);
+// The segment of a compute span: its name up to the first space ("forward 3.1" -> "forward").
+std::string_view span_segment(std::string_view name);
 
 class TraceSink {
  public:
@@ -59,8 +77,28 @@ class TraceSink {
     if (g.recs.empty() || g.ids[id % g.recs.size()] != id) return;
     f(g.recs[id % g.recs.size()]);
   }
-  // A finished compute span.
+  // Ends a record opened by open(): sets end_ns (and status when given) and adds end - start to
+  // its (step, segment) total when it started.
+  void close(TraceTrack track, uint64_t id, int64_t end_ns, std::string_view status = {}, int64_t cpu_ns = -1);
+  // A finished compute span (segment: span_segment(name)).
   void span(std::string_view name, int64_t start_ns, int64_t end_ns);
+
+  // The step that records opened from now on belong to.
+  void set_step(int step);
+  int step() const;
+  // Moves the totals of every step <= step into out (cleared first): (step, segment, ns).
+  struct SegmentTotal {
+    int step;
+    std::string_view seg;
+    int64_t ns;
+    int64_t cpu_ns;  // compute spans' thread CPU time; 0 for collectives
+  };
+  void take_segment_totals(int step, std::vector<SegmentTotal>& out);
+
+  // Streaming: appends to out every record of the track that has finished since the last call with
+  // the same cursor (next: first id not yet seen; pending: ids seen unfinished). Returns how many
+  // records were overwritten before they could be collected.
+  uint64_t collect(TraceTrack track, uint64_t& next, std::vector<uint64_t>& pending, std::vector<TraceRecord>& out) const;
   // The track's records, oldest first.
   std::vector<TraceRecord> snapshot(TraceTrack track) const;
 
@@ -78,13 +116,18 @@ class TraceSink {
   Ring& ring(TraceTrack t) { return rings_[static_cast<int>(t)]; }
   const Ring& ring(TraceTrack t) const { return rings_[static_cast<int>(t)]; }
   Ring rings_[2];
+  std::atomic<int> step_{0};
+  mutable std::mutex totals_m_;
+  std::vector<SegmentTotal> totals_;  // reserved: adding allocates only past its capacity
+  void add_total(int step, std::string_view seg, int64_t ns, int64_t cpu_ns);
 };
 
 // A name that lives until the process ends (for span names built at run time, e.g. "forward 3.1"):
 // equal strings give the same view. Thread-safe; allocates only the first time a string is seen.
 std::string_view intern_name(std::string_view name);
 
-// RAII compute span: records [construction, destruction) under name when the compute track is on.
+// RAII compute span: records [construction, destruction) under name when the compute track is on;
+// the record is in the ring from the start (end_ns = 0 while it runs: the rank's current segment).
 class TraceScope {
  public:
   explicit TraceScope(std::string_view name);
@@ -93,8 +136,10 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 
  private:
-  std::string_view name_;
-  int64_t start_;  // 0: not recording
+  uint64_t id_;     // TraceSink::kNoId: not recording
+  int64_t start_;   // 0: neither recording nor slowed (obs/fault_injection.h)
+  int64_t cpu0_;    // thread CPU time at the start
+  std::string_view seg_;
 };
 
 }  // namespace ms

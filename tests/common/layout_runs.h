@@ -46,6 +46,20 @@ inline std::string layout_config(int seq_len, int batch_size, const std::string&
          "[parallel]\nbucket_mb = 0.02\n";
 }
 
+// A 4-rank data-parallel config for straggler runs: large enough that a step's forward takes
+// milliseconds of CPU (segments under 1 ms are not judged, obs/straggler.h); one summary and window
+// of 20 steps at a 10% margin: with 4 ranks on 2 (virtual) cores a clean rank's CPU time ran up to
+// +15% over its peers for 8 of 10 steps (cores shared by the hypervisor or SMT), while an injected
+// 20% stood at +17..22% in every step (docs/observability.md).
+inline std::string straggler_config(int steps) {
+  return "[model]\nn_layer = 4\nn_head = 4\nn_embd = 128\nvocab_size = 512\nmax_seq_len = 64\n"
+         "[optim]\nlr = 1e-3\nwarmup_steps = 2\n"
+         "[train]\nsteps = " + std::to_string(steps) + "\nbatch_size = 4\nseq_len = 64\nglobal_batch = 16\n"
+         "eval_every = 0\nsample_tokens = 0\nthreads = 1\nprogress = \"lines\"\n"
+         "[parallel]\ndp = 4\n"
+         "[obs]\nsummary_every = 20\nstraggler_window = 20\nstraggler_margin = 0.1\n";
+}
+
 // How two runs differ.
 struct RunDiff {
   size_t steps = 0;

@@ -15,7 +15,9 @@
 
 #include "base/bf16.h"
 #include "base/clock.h"         // SteadyClock
+#include "comm/comm_fatal.h"   // comm_failure_fatal, set_process_abort, comm_timeout
 #include "comm/comm_thread.h"  // stop_all_comm_threads
+#include "obs/watchdog.h"       // WatchedWait
 
 namespace ms {
 namespace {
@@ -229,18 +231,34 @@ class MpiCommunicator final : public Communicator {
     for (;;) {
       MS_MPI(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
       if (flag) return;
-      if (Clock::now() >= op.deadline)
+      if (Clock::now() >= op.deadline) {
+        // Under the default (throw) policy the caller may free the buffer once this returns: a
+        // send/recv is cancelled first (bounded); a collective cannot be (comm_fatal.h). The fatal
+        // policy never returns to the caller.
+        if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && !comm_failure_fatal()) cancel(req);
         throw std::runtime_error(fmt::format("timed out after {} ms{}", timeout_.count(),
                                              op.waiting_on < 0 ? " (MPI cannot tell which rank is missing)" : ""));
+      }
       if (++idle < 64) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, (idle - 63) * 2)));
     }
+  }
+
+  // MPI_Cancel of a pending send/recv, then MPI_Test until it is done, at most 1 s.
+  static void cancel(MPI_Request& req) {
+    if (req == MPI_REQUEST_NULL || MPI_Cancel(&req) != MPI_SUCCESS) return;
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    int flag = 0;
+    while (Clock::now() < until && MPI_Test(&req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 
   // atexit: joins every comm thread (their queued ops finish first), then finalises MPI on the
   // exiting thread, unless an op failed.
   static void finalize_at_exit() {
     if (g_failed) return;  // a stalled peer would block MPI_Finalize forever; mpirun ends the job
+    // Joining and finalising wait on peers: bounded by the hang watchdog when it runs (obs/watchdog.h).
+    WatchedWait watched("MPI_Finalize", "world", 2 * detail::comm_timeout());
     detail::stop_all_comm_threads();
     if (g_failed) return;  // an op that was still queued failed
     std::lock_guard lk(g_init_mu);
@@ -249,12 +267,13 @@ class MpiCommunicator final : public Communicator {
     if (!fin) {
       if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
       if (g_bf16_max != MPI_OP_NULL) MPI_Op_free(&g_bf16_max);
+      detail::set_process_abort(nullptr);
       MPI_Finalize();
     }
     g_finalized = true;
   }
 
-  static void init_mpi();
+  static void init_mpi(milliseconds timeout);
 
   MPI_Comm comm_;
   bool owned_;
@@ -262,7 +281,7 @@ class MpiCommunicator final : public Communicator {
 };
 
 // On the caller's thread, before any MPI communicator (and so any of their threads) exists.
-void MpiCommunicator::init_mpi() {
+void MpiCommunicator::init_mpi(milliseconds timeout) {
   std::lock_guard lk(g_init_mu);
   MS_CHECK(!g_finalized, "MPI was already finalised in this process");
   int init = 0;
@@ -270,7 +289,10 @@ void MpiCommunicator::init_mpi() {
   if (!init) {
     // Each communicator drives MPI from its own thread, several at the same time.
     int provided = MPI_THREAD_SINGLE;
-    MS_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    {
+      WatchedWait watched("MPI_Init_thread", "world", timeout);  // waits for every rank, without a timeout
+      MS_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    }
     if (provided < MPI_THREAD_MULTIPLE) {
       MPI_Finalize();  // every rank gets the same level, so every rank stops here
       g_finalized = true;
@@ -279,6 +301,8 @@ void MpiCommunicator::init_mpi() {
                                   "support)", __FILE__, __LINE__, thread_level_name(provided), provided));
     }
     g_initialized_here = true;
+    // end_process_now (comm_fatal.h): MPI_Abort, so mpirun ends the job without MPI_Finalize.
+    detail::set_process_abort([](int code) { MPI_Abort(MPI_COMM_WORLD, code); });
     std::atexit(&MpiCommunicator::finalize_at_exit);
     MS_MPI(MPI_Op_create(&bf16_sum_fn, 1, &g_bf16_sum));
     MS_MPI(MPI_Op_create(&bf16_max_fn, 1, &g_bf16_max));
@@ -293,7 +317,7 @@ void MpiCommunicator::init_mpi() {
 
 std::unique_ptr<Communicator> MpiCommunicator::create_world(const CommEnv& env) {
   int rank = -1, size = 0;
-  init_mpi();
+  init_mpi(env.timeout);
   MS_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MS_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   MS_CHECK(env.world_size == 0 || (env.world_size == size && env.rank == rank),

@@ -129,7 +129,7 @@ void ZeroDataParallel::finish_grad_reduce_scatter() {
   const size_t nb = layout_.buckets().size();
   while (next_rs_ < nb && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
   if (next_rs_ < nb && combine_) {
-    TraceScope span("combine deferred gradients");
+    TraceScope span("grad-combine");
     combine_(model_.grads());
   }
   while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);

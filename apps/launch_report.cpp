@@ -1,0 +1,25 @@
+// launch_report.cpp: see launch_report.h.
+#include "launch_report.h"
+
+#include <cstdlib>  // std::getenv
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "base/atomic_file.h"  // write_text_atomic
+
+namespace ms {
+
+void write_launch_report(const Config& cfg, int rank, int world) {
+  const char* dir = std::getenv("MEGASCALE_LAUNCH_DIR");
+  if (rank != 0 || dir == nullptr || *dir == '\0') return;
+  namespace fs = std::filesystem;
+  const fs::path out_dir = fs::absolute(cfg.train.out_dir).lexically_normal();
+  const nlohmann::json j = {{"out_dir", out_dir.string()},
+                            {"records_dir", (out_dir / "records").string()},
+                            {"world", world},
+                            {"config", to_toml(cfg)}};
+  write_text_atomic((fs::path(dir) / "run.json").string(), j.dump(2) + "\n");
+}
+
+}  // namespace ms

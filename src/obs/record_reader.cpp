@@ -1,0 +1,397 @@
+// record_reader.cpp: see record_reader.h.
+#include "obs/record_reader.h"
+
+#include <algorithm>
+#include <cmath>  // NAN
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/check.h"  // MS_CHECK, MS_FAIL
+
+namespace ms {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const json* field(const json& j, const char* key, const std::string& where, bool required) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    MS_CHECK(!required, "{}: field '{}' is missing", where, key);
+    return nullptr;
+  }
+  return &*it;
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& where, bool required = true, int64_t dflt = 0) {
+  const json* v = field(j, key, where, required);
+  if (!v || (v->is_null() && !required)) return dflt;
+  MS_CHECK(v->is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, v->dump());
+  return v->get<int64_t>();
+}
+
+int get_small(const json& j, const char* key, const std::string& where, bool required = true, int dflt = 0) {
+  const int64_t v = get_int(j, key, where, required, dflt);
+  MS_CHECK(v >= -1000000000LL && v <= 1000000000LL, "{}: field '{}' = {} is out of range", where, key, v);
+  return static_cast<int>(v);
+}
+
+double get_num(const json& j, const char* key, const std::string& where, bool required = true, double dflt = 0) {
+  const json* v = field(j, key, where, required);
+  if (!v || v->is_null()) return dflt;
+  MS_CHECK(v->is_number(), "{}: field '{}' must be a number, got {}", where, key, v->dump());
+  return v->get<double>();
+}
+
+std::string get_str(const json& j, const char* key, const std::string& where, bool required = true,
+                    const std::string& dflt = "") {
+  const json* v = field(j, key, where, required);
+  if (!v || (v->is_null() && !required)) return dflt;
+  MS_CHECK(v->is_string(), "{}: field '{}' must be a string, got {}", where, key, v->dump());
+  return v->get<std::string>();
+}
+
+RankCoord get_coord(const json& j, const char* key, const std::string& where, bool required, RankCoord dflt) {
+  const json* v = field(j, key, where, required);
+  if (!v) return dflt;
+  MS_CHECK(v->is_object(), "{}: field '{}' must be an object {{tp, dp, pp}}, got {}", where, key, v->dump());
+  const std::string w = where + ": " + key;
+  return RankCoord{get_small(*v, "tp", w), get_small(*v, "dp", w), get_small(*v, "pp", w)};
+}
+
+RecordHeader parse_header(const json& j, const std::string& where) {
+  RecordHeader h;
+  h.format = get_small(j, "format", where);
+  MS_CHECK(h.format == 1, "{}: field 'format' = {}: this reader knows format 1 only", where, h.format);
+  h.rank = get_small(j, "rank", where);
+  h.world = get_small(j, "world", where);
+  MS_CHECK(h.world >= 1 && h.rank >= 0 && h.rank < h.world, "{}: field 'rank' = {} is not in a world of {}", where,
+           h.rank, h.world);
+  h.coord = get_coord(j, "coord", where, true, {});
+  h.shape = get_coord(j, "shape", where, false, RankCoord{1, 1, h.world});
+  MS_CHECK(h.shape.tp >= 1 && h.shape.dp >= 1 && h.shape.pp >= 1, "{}: field 'shape' has a size below 1", where);
+  h.order = get_str(j, "order", where, false, "tp-dp-pp");
+  h.host = get_str(j, "host", where, false);
+  h.pid = get_int(j, "pid", where, false);
+  h.backend = get_str(j, "backend", where, false);
+  h.unix_ns = get_int(j, "unix_ns", where, false);
+  if (const json* c = field(j, "clock", where, false); c && !c->is_null()) {
+    MS_CHECK(c->is_object(), "{}: field 'clock' must be an object {{offset_ns, rtt_ns}}", where);
+    h.offset_ns = get_int(*c, "offset_ns", where + ": clock", false);
+    h.rtt_ns = get_int(*c, "rtt_ns", where + ": clock", false);
+  }
+  if (const json* g = field(j, "groups", where, false); g && !g->is_null()) {
+    MS_CHECK(g->is_object(), "{}: field 'groups' must be an object {{name: [world ranks]}}", where);
+    for (const auto& [name, members] : g->items()) {
+      MS_CHECK(members.is_array(), "{}: groups.{} must be an array of world ranks", where, name);
+      std::vector<int>& out = h.groups[name];
+      for (const json& m : members) {
+        MS_CHECK(m.is_number_integer(), "{}: groups.{} holds a non-integer {}", where, name, m.dump());
+        out.push_back(m.get<int>());
+      }
+    }
+  }
+  return h;
+}
+
+// rank-RRRRR.jsonl -> RRRRR, else -1.
+int rank_of_file(const std::string& name) {
+  const std::string pre = "rank-", suf = ".jsonl";
+  if (name.size() <= pre.size() + suf.size() || name.rfind(pre, 0) != 0 ||
+      name.compare(name.size() - suf.size(), suf.size(), suf) != 0)
+    return -1;
+  const std::string digits = name.substr(pre.size(), name.size() - pre.size() - suf.size());
+  if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoi(digits);
+}
+
+}  // namespace
+
+std::string rank_label(int rank, const RankCoord& c) {
+  return fmt::format("rank {} (pp={} dp={} tp={})", rank, c.pp, c.dp, c.tp);
+}
+
+std::string RankRecords::label() const {
+  return has_header ? rank_label(rank, header.coord) : fmt::format("rank {}", rank);
+}
+
+const RankRecords* RunRecords::find(int rank) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank, [](const RankRecords& r, int x) { return r.rank < x; });
+  return it != ranks.end() && it->rank == rank ? &*it : nullptr;
+}
+
+RankCoord RunRecords::shape() const {
+  for (const RankRecords& r : ranks)
+    if (r.has_header) return r.header.shape;
+  return RankCoord{1, 1, std::max(world, 1)};
+}
+
+std::string RunRecords::order() const {
+  for (const RankRecords& r : ranks)
+    if (r.has_header) return r.header.order;
+  return "tp-dp-pp";
+}
+
+RankCoord coord_of_rank(int rank, const RankCoord& shape, const std::string& order) {
+  std::vector<std::string> dims;
+  size_t start = 0;
+  for (;;) {
+    const size_t dash = order.find('-', start);
+    dims.push_back(order.substr(start, dash == std::string::npos ? std::string::npos : dash - start));
+    if (dash == std::string::npos) break;
+    start = dash + 1;
+  }
+  std::vector<std::string> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  MS_CHECK(sorted == std::vector<std::string>({"dp", "pp", "tp"}), "layout order '{}' must name tp, dp and pp once each",
+           order);
+  RankCoord c;
+  int rest = rank;
+  for (const std::string& d : dims) {
+    int& slot = d == "tp" ? c.tp : d == "dp" ? c.dp : c.pp;
+    const int n = d == "tp" ? shape.tp : d == "dp" ? shape.dp : shape.pp;
+    slot = rest % std::max(n, 1);
+    rest /= std::max(n, 1);
+  }
+  return c;
+}
+
+std::string records_dir_of(const std::string& run_dir_or_records_dir) {
+  const fs::path p(run_dir_or_records_dir);
+  if (fs::is_directory(p / "records")) return (p / "records").string();
+  return p.string();
+}
+
+void parse_record_line(const std::string& line, const std::string& where, RankRecords& into) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    MS_FAIL("{}: not a JSON line ({})", where, e.what());
+  }
+  MS_CHECK(j.is_object(), "{}: a record must be a JSON object", where);
+  const std::string type = get_str(j, "type", where);
+  if (type == "header") {
+    // A later header: the rank was started again (a resumed run appending to its file); it replaces
+    // the first one, the records before it stay.
+    into.header = parse_header(j, where);
+    MS_CHECK(into.rank < 0 || into.header.rank == into.rank, "{}: header of rank {} in the file of rank {}", where,
+             into.header.rank, into.rank);
+    into.rank = into.header.rank;
+    into.has_header = true;
+    return;
+  }
+  MS_CHECK(into.has_header, "{}: a '{}' record before the header (the file's first line must be the header)", where,
+           type);
+  if (type == "span") {
+    SpanRecord s;
+    s.seg = get_str(j, "seg", where);
+    s.name = get_str(j, "name", where, false, s.seg);
+    s.step = get_small(j, "step", where);
+    s.mb = get_small(j, "mb", where, false, -1);
+    s.chunk = get_small(j, "chunk", where, false, -1);
+    s.t0 = get_int(j, "t0", where);
+    s.t1 = get_int(j, "t1", where);
+    MS_CHECK(s.t1 >= s.t0, "{}: field 't1' = {} is before 't0' = {}", where, s.t1, s.t0);
+    into.spans.push_back(std::move(s));
+  } else if (type == "comm") {
+    CommRecord c;
+    c.seg = get_str(j, "seg", where);
+    c.op = get_str(j, "op", where);
+    c.group = get_str(j, "group", where);
+    c.seq = get_int(j, "seq", where);
+    c.bytes = get_int(j, "bytes", where, false);
+    c.peer = get_small(j, "peer", where, false, -1);
+    c.peer_world = get_small(j, "peer_world", where, false, -1);
+    c.step = get_small(j, "step", where);
+    c.t0 = get_int(j, "t0", where);
+    c.t1 = get_int(j, "t1", where);
+    c.tq = get_int(j, "tq", where, false, c.t0);
+    c.status = get_str(j, "status", where, false, "ok");
+    // 0 = not reached (an op that never started or never ended, written by a dump): a point.
+    if (c.t0 == 0 && c.tq != 0) c.t0 = c.tq;
+    if (c.t1 == 0) c.t1 = c.t0;
+    MS_CHECK(c.t1 >= c.t0, "{}: field 't1' = {} is before 't0' = {}", where, c.t1, c.t0);
+    into.comms.push_back(std::move(c));
+  } else if (type == "step") {
+    StepRecord s;
+    s.step = get_small(j, "step", where);
+    s.t0 = get_int(j, "t0", where);
+    s.t1 = get_int(j, "t1", where);
+    if (const json* l = field(j, "loss", where, false); l && !l->is_null()) s.loss = get_num(j, "loss", where);
+    s.lr = get_num(j, "lr", where, false);
+    s.tokens_per_s = get_num(j, "tokens_per_s", where, false);
+    s.mfu = get_num(j, "mfu", where, false);
+    const json* m = field(j, "ms", where, true);
+    MS_CHECK(m->is_object(), "{}: field 'ms' must be an object {{segment: milliseconds}}, got {}", where, m->dump());
+    for (const auto& [seg, v] : m->items()) {
+      MS_CHECK(v.is_number(), "{}: field 'ms.{}' must be a number, got {}", where, seg, v.dump());
+      s.ms[seg] = v.get<double>();
+    }
+    if (const json* c = field(j, "cpu_ms", where, false)) {
+      MS_CHECK(c->is_object(), "{}: field 'cpu_ms' must be an object {{segment: milliseconds}}, got {}", where, c->dump());
+      for (const auto& [seg, v] : c->items()) {
+        MS_CHECK(v.is_number(), "{}: field 'cpu_ms.{}' must be a number, got {}", where, seg, v.dump());
+        s.cpu_ms[seg] = v.get<double>();
+      }
+    }
+    into.steps.push_back(std::move(s));
+  } else if (type == "clock") {
+    ClockRecord c;
+    c.step = get_small(j, "step", where);
+    c.offset_ns = get_int(j, "offset_ns", where);
+    c.rtt_ns = get_int(j, "rtt_ns", where, false);
+    into.clocks.push_back(c);
+  } else if (type == "event") {
+    EventRecord e;
+    e.name = get_str(j, "name", where);
+    e.step = get_small(j, "step", where, false, -1);
+    e.t = get_int(j, "t", where);
+    e.detail = get_str(j, "detail", where, false);
+    into.events.push_back(std::move(e));
+  }
+  // Other types: written by a newer writer; skipped.
+}
+
+RecordTail::RecordTail(const std::string& run_dir_or_records_dir)
+    : given_(run_dir_or_records_dir), dir_(records_dir_of(run_dir_or_records_dir)) {}
+
+RunRecords RecordTail::poll() {
+  if (const std::string d = records_dir_of(given_); d != dir_) {  // records/ appeared in the run folder
+    dir_ = d;
+    files_.clear();
+    world_ = 0;
+  }
+  RunRecords out;
+  out.records_dir = dir_;
+  std::error_code ec;
+  if (fs::is_directory(dir_, ec)) {
+    std::vector<std::pair<int, fs::path>> found;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+      const int r = rank_of_file(e.path().filename().string());
+      if (r >= 0 && e.is_regular_file(ec)) found.emplace_back(r, e.path());
+    }
+    std::sort(found.begin(), found.end());
+    for (const auto& [rank, path] : found) {
+      const bool first_seen = !files_.count(rank);
+      FileState& st = files_[rank];
+      const uint64_t size = fs::file_size(path, ec);
+      if (ec) continue;  // vanished meanwhile
+      if (size < st.offset) st = FileState{};  // replaced by a shorter file: read it anew
+      const bool had_header = st.has_header;
+      RankRecords rr;
+      rr.rank = rank;
+      rr.path = path.string();
+      rr.has_header = st.has_header;
+      rr.header = st.header;
+      if (size > st.offset) {
+        std::ifstream in(path, std::ios::binary);
+        MS_CHECK(in.good(), "{}: cannot open", rr.path);
+        in.seekg(static_cast<std::streamoff>(st.offset));
+        std::string text(size - st.offset, '\0');
+        in.read(text.data(), static_cast<std::streamsize>(text.size()));
+        text.resize(static_cast<size_t>(in.gcount()));
+        // Parse the complete lines into a copy; commit offsets only when all parsed.
+        FileState next = st;
+        size_t pos = 0;
+        for (;;) {
+          const size_t nl = text.find('\n', pos);
+          if (nl == std::string::npos) break;  // an incomplete last line: left for the next poll
+          next.lines++;
+          std::string line = text.substr(pos, nl - pos);
+          if (!line.empty() && line.back() == '\r') line.pop_back();
+          pos = nl + 1;
+          if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank line
+          parse_record_line(line, fmt::format("{}:{}", rr.path, next.lines), rr);
+        }
+        next.offset += pos;
+        next.has_header = rr.has_header;
+        next.header = rr.header;
+        st = next;
+      }
+      if (rr.has_header) world_ = std::max(world_, rr.header.world);
+      world_ = std::max(world_, rank + 1);
+      if (first_seen || rr.record_count() > 0 || (rr.has_header && !had_header)) out.ranks.push_back(std::move(rr));
+    }
+  }
+  out.world = world_;
+  for (int r = 0; r < world_; r++)
+    if (!files_.count(r)) out.missing.push_back(r);
+  return out;
+}
+
+void append_records(RunRecords& all, RunRecords&& fresh) {
+  auto move_into = [](auto& dst, auto& src) {
+    dst.insert(dst.end(), std::make_move_iterator(src.begin()), std::make_move_iterator(src.end()));
+  };
+  if (all.records_dir.empty()) all.records_dir = fresh.records_dir;
+  all.world = std::max(all.world, fresh.world);
+  all.missing = std::move(fresh.missing);
+  for (RankRecords& f : fresh.ranks) {
+    auto it = std::lower_bound(all.ranks.begin(), all.ranks.end(), f.rank,
+                               [](const RankRecords& r, int x) { return r.rank < x; });
+    if (it == all.ranks.end() || it->rank != f.rank) {
+      all.ranks.insert(it, std::move(f));
+      continue;
+    }
+    it->path = f.path;
+    it->has_header = f.has_header;
+    it->header = f.header;
+    move_into(it->spans, f.spans);
+    move_into(it->comms, f.comms);
+    move_into(it->steps, f.steps);
+    move_into(it->clocks, f.clocks);
+    move_into(it->events, f.events);
+  }
+}
+
+RunRecords read_run_records(const std::string& run_dir_or_records_dir) {
+  const std::string dir = records_dir_of(run_dir_or_records_dir);
+  MS_CHECK(fs::is_directory(dir), "{}: no such folder (expected a run folder with records/ or a records folder)",
+           run_dir_or_records_dir);
+  RecordTail tail(dir);
+  RunRecords run = tail.poll();  // the first poll lists every rank file, even an empty one
+  MS_CHECK(!run.ranks.empty(), "{}: no rank-RRRRR.jsonl record files (is obs.records on?)", dir);
+  return run;
+}
+
+SegmentTable step_segment_table(const RunRecords& run, const std::vector<std::string>& segments, int last_n_steps) {
+  SegmentTable t;
+  t.segments = segments;
+  std::set<int> steps;
+  std::vector<const RankRecords*> rows;
+  for (const RankRecords& r : run.ranks) {
+    if (!r.has_header) continue;
+    rows.push_back(&r);
+    t.ranks.push_back(r.rank);
+    t.peer_class.push_back(r.header.coord.pp);
+    for (const StepRecord& s : r.steps) steps.insert(s.step);
+  }
+  t.steps.assign(steps.begin(), steps.end());
+  if (last_n_steps > 0 && t.steps.size() > static_cast<size_t>(last_n_steps))
+    t.steps.erase(t.steps.begin(), t.steps.end() - last_n_steps);
+  t.resize_nan();
+  for (size_t row = 0; row < rows.size(); row++) {
+    for (const StepRecord& s : rows[row]->steps) {
+      auto col = std::lower_bound(t.steps.begin(), t.steps.end(), s.step);
+      if (col == t.steps.end() || *col != s.step) continue;
+      for (size_t k = 0; k < segments.size(); k++) {
+        auto it = s.ms.find(segments[k]);
+        auto cpu = s.cpu_ms.find(segments[k]);
+        double v = NAN;
+        if (cpu != s.cpu_ms.end()) v = cpu->second;
+        else if (it != s.ms.end()) v = it->second;
+        else if (segments[k] == kStepTimeSegment) v = static_cast<double>(s.t1 - s.t0) / 1e6;
+        t.at(row, static_cast<size_t>(col - t.steps.begin()), k) = v;
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace ms

@@ -1,0 +1,149 @@
+// segment_report.cpp: see segment_report.h.
+#include "train/segment_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/dtype.h"  // DType
+
+namespace ms {
+namespace {
+
+
+}  // namespace
+
+const std::vector<std::string>& summary_segments() {
+  static const std::vector<std::string> segs = {
+      "step",          "data",          "forward",           "backward",          "optimizer",
+      "checkpoint-stage1", "tp-all-gather", "tp-reduce-scatter", "tp-all-reduce",   "pp-send",
+      "pp-recv",       "dp-reduce-scatter", "dp-all-gather",  "dp-all-reduce",     "emb-all-reduce"};
+  return segs;
+}
+
+SegmentReport::SegmentReport(const ObsConfig& cfg, Communicator* world, int stage, std::vector<std::string> coords)
+    : cfg_(cfg), world_(world), stage_(stage), coords_(std::move(coords)) {
+  step_ms_.reserve(64);
+  totals_.reserve(64);
+  const int n = world_ ? world_->size() : 1;
+  classes_.assign(n, 0);
+  if (world_) {
+    // Every rank's pipeline stage, once (peer classes for straggler detection).
+    std::vector<float> all(n);
+    const float me = static_cast<float>(stage_);
+    world_->all_gather(&me, all.data(), 1, DType::kF32);
+    for (int r = 0; r < n; r++) classes_[r] = static_cast<int>(all[r]);
+  }
+}
+
+const std::vector<SegmentReport::SegmentMs>& SegmentReport::end_step(int step, double step_ms) {
+  TraceSink::get().take_segment_totals(step, totals_);
+  step_ms_.clear();
+  step_ms_.push_back({"step", step_ms, 0});
+  for (const TraceSink::SegmentTotal& t : totals_) {
+    auto it = std::find_if(step_ms_.begin(), step_ms_.end(), [&](const SegmentMs& p) { return p.seg == t.seg; });
+    if (it == step_ms_.end()) step_ms_.push_back({t.seg, t.ns / 1e6, t.cpu_ns / 1e6});
+    else it->ms += t.ns / 1e6, it->cpu_ms += t.cpu_ns / 1e6;
+  }
+  if (cfg_.summary_every > 0) {
+    steps_.push_back(step);
+    auto find = [&](const std::string& s) {
+      return std::find_if(step_ms_.begin(), step_ms_.end(), [&](const SegmentMs& p) { return p.seg == s; });
+    };
+    for (const std::string& s : summary_segments()) {
+      auto it = find(s);
+      mine_.push_back(it == step_ms_.end() ? 0.0f : static_cast<float>(it->ms));
+    }
+    for (const std::string& s : judged_segments()) {
+      auto it = find(s);
+      mine_.push_back(it == step_ms_.end() ? 0.0f : static_cast<float>(it->cpu_ms));
+    }
+  }
+  return step_ms_;
+}
+
+std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int step) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (cfg_.summary_every <= 0 || step % cfg_.summary_every != 0 || steps_.empty()) return out;
+  const std::vector<std::string>& segs = summary_segments();
+  const size_t G0 = segs.size(), J = judged_segments().size(), G = G0 + J, W = steps_.size();
+  const int n = world_ ? world_->size() : 1;
+  // Every rank has the same steps since the last summary (end_step runs every step on every rank).
+  std::vector<float> all(n * W * G);
+  if (world_) world_->all_gather(mine_.data(), all.data(), W * G, DType::kF32);
+  else all = mine_;
+  const int first = steps_.front(), last = steps_.back();
+  steps_.clear();
+  mine_.clear();
+  if (world_ && world_->rank() != 0) return out;
+
+  // Per segment: each rank's mean ms per step; min / median / max across ranks.
+  std::string line;
+  for (size_t g = 0; g < G0; g++) {
+    std::vector<std::pair<double, int>> mean(n);
+    bool any = false;
+    for (int r = 0; r < n; r++) {
+      double s = 0;
+      for (size_t c = 0; c < W; c++) s += all[(r * W + c) * G + g];
+      mean[r] = {s / W, r};
+      any |= s > 0;
+    }
+    if (!any) continue;
+    std::vector<std::pair<double, int>> sorted = mean;
+    std::sort(sorted.begin(), sorted.end());
+    const double med = n % 2 ? sorted[n / 2].first : 0.5 * (sorted[n / 2 - 1].first + sorted[n / 2].first);
+    line += fmt::format("{}{} {:.1f}/{:.1f}/{:.1f} (max rank {})", line.empty() ? "" : "; ", segs[g],
+                        sorted.front().first, med, sorted.back().first, sorted.back().second);
+  }
+  out.push_back({"segments", fmt::format("steps {}-{}, ms per step min/median/max across {} rank(s): {}", first, last,
+                                         n, line)});
+
+  // The straggler window: the last straggler_window steps of every rank, judged segments only.
+  for (size_t c = 0; c < W; c++) {
+    hist_steps_.push_back(first + static_cast<int>(c));
+    for (int r = 0; r < n; r++)
+      for (size_t g = 0; g < G; g++) hist_.push_back(all[(r * W + c) * G + g]);
+  }
+  const size_t keep = static_cast<size_t>(cfg_.straggler_window);
+  if (hist_steps_.size() > keep) {
+    const size_t drop = hist_steps_.size() - keep;
+    hist_steps_.erase(hist_steps_.begin(), hist_steps_.begin() + drop);
+    hist_.erase(hist_.begin(), hist_.begin() + drop * n * G);
+  }
+  SegmentTable t;
+  for (int r = 0; r < n; r++) t.ranks.push_back(r), t.peer_class.push_back(classes_[r]);
+  t.steps = hist_steps_;
+  std::vector<size_t> idx;
+  for (size_t k = 0; k < J; k++) t.segments.push_back(judged_segments()[k]), idx.push_back(G0 + k);
+  t.resize_nan();
+  for (int r = 0; r < n; r++)
+    for (size_t c = 0; c < t.steps.size(); c++)
+      for (size_t k = 0; k < idx.size(); k++) {
+        const float v = hist_[(c * n + r) * G + idx[k]];
+        if (v > 0) t.at(r, c, k) = v;
+      }
+  StragglerOptions opt;
+  opt.margin = cfg_.straggler_margin;
+  opt.window = cfg_.straggler_window;
+  stragglers_.clear();
+  std::string stalls;
+  int stall_count = 0;
+  for (const Straggler& s : find_stragglers(t, opt)) {
+    const std::string where = s.rank < static_cast<int>(coords_.size()) ? " (" + coords_[s.rank] + ")" : "";
+    if (s.chronic) {
+      stragglers_.push_back(s);
+      out.push_back({"straggler", fmt::format("{} (CPU time, steps {}-{})", describe(s, fmt::format("rank {}{}", s.rank, where)),
+                                              t.steps.front(), t.steps.back())});
+    } else if (s.worst_step >= first && ++stall_count <= 5) {  // a stall in the steps just summarized
+      stalls += fmt::format("{}rank {} {} at step {} ({:+.0f}%)", stalls.empty() ? "" : ", ", s.rank, s.segment,
+                            s.worst_step, s.worst_excess * 100);
+    }
+  }
+  if (!stalls.empty())
+    out.push_back({"stall", fmt::format("one-off stalls in steps {}-{} (CPU time over the peers' median, not chronic): "
+                                        "{}{}", first, last, stalls, stall_count > 5 ? fmt::format(" and {} more", stall_count - 5) : "")});
+  return out;
+}
+
+}  // namespace ms
