@@ -155,6 +155,20 @@ void JobStatus::add_records(const RunRecords& fresh) {
   }
 }
 
+JobStatus::Latest JobStatus::latest_locked() const {
+  Latest l;
+  if (steps_.empty()) return l;
+  l.step = steps_.rbegin()->first;
+  l.tokens_per_s = steps_.rbegin()->second.tokens_per_s;
+  l.mfu = steps_.rbegin()->second.mfu;
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it)
+    if (!std::isnan(it->second.loss)) {
+      l.loss = it->second.loss;
+      break;
+    }
+  return l;
+}
+
 JobStatus::Heatmap JobStatus::heatmap_locked() const {
   Heatmap h;
   h.segments = segments_;
@@ -237,18 +251,7 @@ nlohmann::json JobStatus::status_json() const {
               {"error", error_},
               {"steps_seen", steps_.size()},
               {"tokens_total", tokens_total_}};
-  int step = -1;
-  double loss = NAN, tps = NAN, mfu = NAN;
-  if (!steps_.empty()) {
-    step = steps_.rbegin()->first;
-    tps = steps_.rbegin()->second.tokens_per_s;
-    mfu = steps_.rbegin()->second.mfu;
-    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it)
-      if (!std::isnan(it->second.loss)) {
-        loss = it->second.loss;
-        break;
-      }
-  }
+  const auto [step, loss, tps, mfu] = latest_locked();
   job["step"] = step < 0 ? json(nullptr) : json(step);
   job["loss"] = num(loss);
   job["tokens_per_s"] = num(tps);
@@ -329,18 +332,7 @@ std::string JobStatus::prometheus_text() const {
   w.family("megascale_records_total", "counter", "records read from each rank's record file");
   for (int k = 0; k < world_; k++) w.sample("megascale_records_total", rank_label(k), (double)ranks_[(size_t)k].records);
 
-  int step = -1;
-  double loss = NAN, tps = NAN, mfu = NAN;
-  if (!steps_.empty()) {
-    step = steps_.rbegin()->first;
-    tps = steps_.rbegin()->second.tokens_per_s;
-    mfu = steps_.rbegin()->second.mfu;
-    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it)
-      if (!std::isnan(it->second.loss)) {
-        loss = it->second.loss;
-        break;
-      }
-  }
+  const auto [step, loss, tps, mfu] = latest_locked();
   w.family("megascale_world_size", "gauge", "ranks of the launch");
   w.sample("megascale_world_size", "", world_);
   w.family("megascale_step", "gauge", "latest step any rank finished (-1 before the first)");

@@ -80,6 +80,12 @@ class JobStatus {
     std::vector<Straggler> stragglers;
   };
   Heatmap heatmap_locked() const;
+  // The newest step any rank finished (-1: none yet), its tokens/s and MFU, and the newest known loss.
+  struct Latest {
+    int step = -1;
+    double loss = NAN, tokens_per_s = NAN, mfu = NAN;
+  };
+  Latest latest_locked() const;
   void add_step_locked(int rank, const StepRecord& s);
 
   mutable std::mutex mu_;

@@ -90,10 +90,10 @@ void init_faults(int rank) {
   for (const FaultSpec& f : *mine) slow |= f.kind == "slow";
   delete g_faults;
   g_faults = mine;
-  g_slow.store(slow);
+  g_slow.store(slow, std::memory_order_release);
 }
 
-bool slow_faults_set() { return g_slow.load(std::memory_order_relaxed); }
+bool slow_faults_set() { return g_slow.load(std::memory_order_acquire); }
 
 void fault_at_step_start(int step) {
   if (!g_faults) return;
@@ -124,7 +124,7 @@ void fault_slow_down(int64_t cpu_ns) {
 }
 
 int64_t fault_extra_ns(std::string_view seg, int64_t ns) {
-  if (!g_slow.load(std::memory_order_relaxed) || !g_faults) return 0;
+  if (!g_slow.load(std::memory_order_acquire) || !g_faults) return 0;
   const int step = TraceSink::get().step();
   for (const FaultSpec& f : *g_faults) {
     if (f.kind != "slow" || f.seg != seg || step < f.from) continue;
