@@ -98,16 +98,18 @@ void Watchdog::loop() {
 
 void Watchdog::tick() {
   const int64_t now = steady_ns();
-  const int64_t gap = now - last_tick_ns_.exchange(now) - std::chrono::nanoseconds(opt_.tick).count();
+  {
+    // Under m_ with the tick's time, so a dump from the signal thread sees the freeze either as
+    // pending (write) or as recorded here, never neither.
+    std::lock_guard lk(m_);
+    const int64_t gap = now - last_tick_ns_.exchange(now) - std::chrono::nanoseconds(opt_.tick).count();
+    if (gap > std::chrono::nanoseconds(opt_.frozen_threshold).count() && gap > frozen_ns_)
+      frozen_ns_ = gap, frozen_end_ns_ = now;
+  }
   std::vector<TraceRecord> ring = TraceSink::get().snapshot(TraceTrack::kComm);
   for (TraceRecord& w : watched_waits()) ring.push_back(std::move(w));
   const int64_t grace = std::chrono::nanoseconds(opt_.grace).count();
   std::vector<TraceRecord> late = overdue(ring, now, grace);
-  {
-    std::lock_guard lk(m_);
-    if (gap > std::chrono::nanoseconds(opt_.frozen_threshold).count() && gap > frozen_ns_)
-      frozen_ns_ = gap, frozen_end_ns_ = now;
-  }
   if (!late.empty()) {
     std::string what = "watchdog: " + describe(late.front(), now);
     if (late.size() > 1) what += fmt::format(" (and {} more op(s) past their deadline)", late.size() - 1);
