@@ -123,17 +123,17 @@ void JobStatus::add_step_locked(int rank, const StepRecord& s) {
   for (const auto& [seg, ms] : s.ms)
     if (std::find(segments_.begin(), segments_.end(), seg) == segments_.end()) segments_.push_back(seg);
 
-  // The job's view of the step: the first rank to report it gives tokens/s and MFU (every rank
-  // reports the job's throughput); the loss comes from whichever rank knows it.
+  // The job's view of the step: the first rank to report it gives tokens/s (every rank reports the
+  // job's throughput); MFU and the loss come from whichever rank knows them (MFU: rank 0).
   auto [it, fresh] = steps_.try_emplace(s.step);
   StepPoint& p = it->second;
   if (fresh) {
     p.tokens_per_s = s.tokens_per_s;
-    p.mfu = s.mfu;
     p.tokens = std::max(0.0, s.tokens_per_s * (double)(s.t1 - s.t0) / 1e9);
     tokens_total_ += p.tokens;
   }
   if (s.loss && std::isnan(p.loss)) p.loss = *s.loss;
+  if (std::isnan(p.mfu) && !std::isnan(s.mfu)) p.mfu = s.mfu;
 }
 
 void JobStatus::add_records(const RunRecords& fresh) {

@@ -10,6 +10,7 @@
 // lines completed since the last one) for live views; `read_run_records` is one poll of a fresh tail.
 // `step_segment_table` turns the step records into the input of obs/straggler.h.
 #pragma once
+#include <cmath>  // NAN
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -59,7 +60,8 @@ struct StepRecord {
   int step = -1;
   int64_t t0 = 0, t1 = 0;
   std::optional<double> loss;  // where this rank knows it
-  double lr = 0, tokens_per_s = 0, mfu = 0;
+  double lr = 0, tokens_per_s = 0;
+  double mfu = NAN;  // NaN where the rank does not know it (only rank 0 measures the MFU denominator)
   std::map<std::string, double> ms;      // segment -> milliseconds this step (wall time)
   std::map<std::string, double> cpu_ms;  // compute segment -> thread CPU milliseconds this step
 };
