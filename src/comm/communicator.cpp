@@ -27,6 +27,7 @@ void Communicator::set_identity(std::string name, int rank, std::vector<int> wor
   size_ = static_cast<int>(world_ranks.size());
   world_ranks_ = std::move(world_ranks);
   timeout_ = timeout;
+  op_segs_ = {};  // named after the group
   detail::note_comm_timeout(timeout);
   thread_->set_label(name_);
 }
@@ -157,7 +158,9 @@ CommWork Communicator::submit(Op op, size_t bytes) {
   else op.seq = coll_seq_++;
   TraceRecord rec;
   rec.seq = op.seq, rec.name = op.name, rec.group = name_, rec.bytes = bytes, rec.peer = op.peer;
-  rec.enqueue_ns = steady_ns(), rec.status = "queued", rec.seg = comm_segment(name_, op.name);
+  std::string_view& seg = op_segs_[static_cast<size_t>(op.kind)];  // looked up once per group and kind
+  if (seg.empty()) seg = comm_segment(name_, op.name);
+  rec.enqueue_ns = steady_ns(), rec.status = "queued", rec.seg = seg;
   const uint64_t id = TraceSink::get().open(TraceTrack::kComm, std::move(rec));
   thread_->post([this, op, state, id]() mutable { run_op(op, state, id); });
   return CommWork(state);

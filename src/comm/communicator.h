@@ -29,6 +29,7 @@
 // communicator waits for its ops, then joins its thread. Backends (self_backend.h,
 // backends/gloo.h, backends/mpi.h) implement the protected interface below.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/check.h"  // ms::Error
@@ -195,6 +197,7 @@ class Communicator {
   // naming op, group, seq and peer, marks the communicator unusable and returns false.
   bool run_step(Op& op, const std::function<void()>& body, std::string& status);
   std::mutex submit_mu_;  // seq assignment and enqueue are one step, so queue order = seq order
+  std::array<std::string_view, 7> op_segs_{};  // comm_segment of each OpKind on this group (under submit_mu_)
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> send_seq_, recv_seq_;  // per peer
   bool broken_ = false;    // this communicator's thread only

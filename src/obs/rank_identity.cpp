@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+
 namespace ms {
 namespace {
 std::mutex g_mu;
@@ -32,6 +33,10 @@ RankIdentity rank_identity() {
   return id;
 }
 
+std::string describe_rank(int rank, int tp, int dp, int pp) {
+  return fmt::format("rank {} (pp={} dp={} tp={})", rank, pp, dp, tp);
+}
+
 nlohmann::json identity_json(const RankIdentity& id) {
   nlohmann::json groups = nlohmann::json::object();
   for (const auto& [name, members] : id.groups) groups[name] = members;
@@ -44,10 +49,6 @@ nlohmann::json identity_json(const RankIdentity& id) {
           {"pid", id.pid},
           {"backend", id.backend},
           {"groups", groups}};
-}
-
-std::string describe_rank(int rank, int tp, int dp, int pp) {
-  return fmt::format("rank {} (pp={} dp={} tp={})", rank, pp, dp, tp);
 }
 
 }  // namespace ms

@@ -28,7 +28,7 @@ RankIdentity rank_identity();
 // The fields of docs/observability.md's header record: rank, world, coord, shape, order, host, pid,
 // backend, groups.
 nlohmann::json identity_json(const RankIdentity& id);
-// "rank 5 (pp=1 dp=0 tp=1)".
+// "rank 5 (pp=1 dp=0 tp=1)": how messages, reports and pages name a rank.
 std::string describe_rank(int rank, int tp, int dp, int pp);
 
 }  // namespace ms

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "obs/rank_identity.h"  // describe_rank
 #include "base/check.h"  // MS_CHECK, MS_FAIL
 
 namespace ms {
@@ -113,7 +114,7 @@ int rank_of_file(const std::string& name) {
 }  // namespace
 
 std::string rank_label(int rank, const RankCoord& c) {
-  return fmt::format("rank {} (pp={} dp={} tp={})", rank, c.pp, c.dp, c.tp);
+  return describe_rank(rank, c.tp, c.dp, c.pp);
 }
 
 std::string RankRecords::label() const {

@@ -9,14 +9,15 @@
 #include "comm/clock_sync.h"       // measure_clock_offset
 #include "obs/aligned_clock.h"     // set_clock_offset, aligned_now_ns
 #include "obs/fault_injection.h"   // init_faults, fault_at_step_start
-#include "obs/rank_identity.h"     // set_rank_identity
+#include "obs/rank_identity.h"     // set_rank_identity, describe_rank
 #include "obs/trace_sink.h"        // TraceSink
 
 namespace ms {
 
 RunObserver::RunObserver(const Config& cfg, RankGrid* grid) : cfg_(cfg), grid_(grid) {
   RankIdentity id;
-  std::vector<std::string> coords(1, "pp=0 dp=0 tp=0");
+  std::vector<int> stages(1, 0);                           // per world rank: its pipeline stage
+  std::vector<std::string> labels(1, describe_rank(0, 0, 0, 0));  // "rank 5 (pp=1 dp=0 tp=1)"
   if (grid) {
     const RankLayout& L = grid->layout();
     id.rank = grid->world().rank(), id.world = grid->world().size();
@@ -29,10 +30,11 @@ RunObserver::RunObserver(const Config& cfg, RankGrid* grid) : cfg_(cfg), grid_(g
     for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kDp, ParallelDim::kPp})
       id.groups[grid->group(d).name()] = grid->group(d).world_ranks();
     if (grid->embedding()) id.groups[grid->embedding()->name()] = grid->embedding()->world_ranks();
-    coords.clear();
+    stages.clear(), labels.clear();
     for (int w = 0; w < id.world; w++) {
       const GridCoord k = L.coord(w);
-      coords.push_back(fmt::format("pp={} dp={} tp={}", k.pp, k.dp, k.tp));
+      stages.push_back(k.pp);
+      labels.push_back(describe_rank(w, k.tp, k.dp, k.pp));
     }
     set_clock_offset(measure_clock_offset(grid->world()));
   }
@@ -43,7 +45,8 @@ RunObserver::RunObserver(const Config& cfg, RankGrid* grid) : cfg_(cfg), grid_(g
   if (cfg.obs.records)
     recorder_ = std::make_unique<RunRecorder>(fmt::format("{}/records/rank-{:05d}.jsonl", cfg.train.out_dir, rank_),
                                               cfg.obs.flush_ms);
-  report_ = std::make_unique<SegmentReport>(cfg.obs, grid ? &grid->world() : nullptr, id.pp, std::move(coords));
+  report_ = std::make_unique<SegmentReport>(cfg.obs, grid ? &grid->world() : nullptr, std::move(stages),
+                                            std::move(labels));
 }
 
 RunObserver::~RunObserver() = default;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"  // MS_CHECK
 #include "base/dtype.h"  // DType
 
 namespace ms {
@@ -22,19 +23,14 @@ const std::vector<std::string>& summary_segments() {
   return segs;
 }
 
-SegmentReport::SegmentReport(const ObsConfig& cfg, Communicator* world, int stage, std::vector<std::string> coords)
-    : cfg_(cfg), world_(world), stage_(stage), coords_(std::move(coords)) {
+SegmentReport::SegmentReport(const ObsConfig& cfg, Communicator* world, std::vector<int> peer_class,
+                             std::vector<std::string> labels)
+    : cfg_(cfg), world_(world), classes_(std::move(peer_class)), labels_(std::move(labels)) {
+  MS_CHECK(classes_.size() == labels_.size() && classes_.size() == static_cast<size_t>(world_ ? world_->size() : 1),
+           "SegmentReport: {} peer classes and {} labels for {} rank(s)", classes_.size(), labels_.size(),
+           world_ ? world_->size() : 1);
   step_ms_.reserve(64);
   totals_.reserve(64);
-  const int n = world_ ? world_->size() : 1;
-  classes_.assign(n, 0);
-  if (world_) {
-    // Every rank's pipeline stage, once (peer classes for straggler detection).
-    std::vector<float> all(n);
-    const float me = static_cast<float>(stage_);
-    world_->all_gather(&me, all.data(), 1, DType::kF32);
-    for (int r = 0; r < n; r++) classes_[r] = static_cast<int>(all[r]);
-  }
 }
 
 const std::vector<SegmentReport::SegmentMs>& SegmentReport::end_step(int step, double step_ms) {
@@ -130,10 +126,9 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   std::string stalls;
   int stall_count = 0;
   for (const Straggler& s : find_stragglers(t, opt)) {
-    const std::string where = s.rank < static_cast<int>(coords_.size()) ? " (" + coords_[s.rank] + ")" : "";
     if (s.chronic) {
       stragglers_.push_back(s);
-      out.push_back({"straggler", fmt::format("{} (CPU time, steps {}-{})", describe(s, fmt::format("rank {}{}", s.rank, where)),
+      out.push_back({"straggler", fmt::format("{} (CPU time, steps {}-{})", describe(s, labels_[s.rank]),
                                               t.steps.front(), t.steps.back())});
     } else if (s.worst_step >= first && ++stall_count <= 5) {  // a stall in the steps just summarized
       stalls += fmt::format("{}rank {} {} at step {} ({:+.0f}%)", stalls.empty() ? "" : ", ", s.rank, s.segment,

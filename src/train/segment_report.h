@@ -26,10 +26,11 @@ const std::vector<std::string>& summary_segments();
 
 class SegmentReport {
  public:
-  // world: nullptr for a single process (the summary then covers rank 0 alone); stage: this
-  // rank's pipeline coordinate (its peer class); coords of every world rank ("pp=1 dp=0 tp=1") for
-  // the messages, indexed by world rank.
-  SegmentReport(const ObsConfig& cfg, Communicator* world, int stage, std::vector<std::string> coords);
+  // world: nullptr for a single process (the summary then covers rank 0 alone). Indexed by world
+  // rank: peer_class, each rank's pipeline coordinate (peers are judged against each other), and
+  // labels for the messages ("rank 5 (pp=1 dp=0 tp=1)").
+  SegmentReport(const ObsConfig& cfg, Communicator* world, std::vector<int> peer_class,
+                std::vector<std::string> labels);
 
   struct SegmentMs {
     std::string_view seg;
@@ -48,8 +49,8 @@ class SegmentReport {
  private:
   ObsConfig cfg_;
   Communicator* world_;
-  int stage_;
-  std::vector<std::string> coords_;
+  std::vector<int> classes_;      // per world rank: pipeline stage
+  std::vector<std::string> labels_;
   std::vector<TraceSink::SegmentTotal> totals_;
   std::vector<SegmentMs> step_ms_;
   std::vector<int> steps_;        // steps since the last summary
@@ -57,7 +58,6 @@ class SegmentReport {
   // Rank 0: the gathered window (last straggler_window steps) for straggler detection.
   std::vector<int> hist_steps_;
   std::vector<float> hist_;       // per step: world x segments
-  std::vector<int> classes_;      // per world rank: pipeline stage
   std::vector<Straggler> stragglers_;
 };
 
