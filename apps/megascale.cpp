@@ -2,6 +2,7 @@
 //   megascale prepare INPUT... --out DIR     text files / folders -> GPT-2 token shards
 //   megascale train [CONFIG.toml] [--section.key=value ...]   train a GPT (see --help for every key)
 //   megascale launch --nproc N [--store file|redis|redis://h:p] -- CMD...   N local ranks of CMD
+//   megascale launch --hosts localhost*3 --nproc-per-host 2 -- CMD...   a driven job: executors, heartbeats, automatic restart
 //   megascale ckpt inspect DIR | ckpt export DIR OUT   verify a checkpoint / write it as a Hugging Face folder
 //   megascale trace RUN_DIR | heatmap RUN_DIR   merged Chrome trace / heatmaps + straggler report of a run's records
 //   megascale diagnose RUN_DIR   the hang report: which ranks never entered the collective the others wait in
@@ -21,8 +22,10 @@
 #include "ckpt_tool.h"      // run_ckpt_inspect, run_ckpt_export
 #include "diagnose_tool.h"  // run_diagnose
 #include "report_tools.h"   // add_report_commands, run_report_command (trace, heatmap)
+#include "selfcheck_tool.h"  // add_selfcheck_command, run_selfcheck_command
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
-#include "launch/launcher.h" // LaunchOptions, run_launcher, resolve_launch_command
+#include "launch_cli.h"      // LaunchArgs, add_launch_commands, run_launch_command
+#include "launch/janitor.h"  // janitor_main (the hidden `megascale janitor`)
 #include "data/prepare.h"  // PrepareOptions, run_prepare
 #include "train_run.h"    // run_training
 #include "app_paths.h"    // tokenizer_dir_or_default, resolve_launch_command
@@ -65,23 +68,6 @@ void add_train(CLI::App& app, TrainArgs& args, const std::vector<ms::FieldInfo>&
   }
 }
 
-void add_launch(CLI::App& app, ms::LaunchOptions& opt) {
-  CLI::App* cmd = app.add_subcommand(
-      "launch", "start N local ranks of a command (a megascale subcommand, or a path) with rendezvous env");
-  cmd->add_option("-n,--nproc", opt.nproc, "number of ranks (1..1024)")->required()->check(CLI::Range(1, 1024));
-  cmd->add_option("--store", opt.store, "rendezvous store: 'file' (a fresh folder), 'redis' (a redis-server "
-                  "started for the launch) or redis://host:port")->capture_default_str();
-  cmd->add_option("--run-dir", opt.run_dir, "folder for the store's files (default: the temporary folder)");
-  cmd->add_flag("--quiet-others", opt.quiet_others, "forward only rank 0's stdout (stderr of every rank is kept)");
-  cmd->add_option("--dashboard-port", opt.dashboard_port, "port of the live dashboard (page, /api/status, /metrics): "
-                  "0 = a free port (printed), negative = no dashboard")->capture_default_str();
-  cmd->add_option("--dashboard-bind", opt.dashboard_bind, "address the dashboard listens on")->capture_default_str();
-  cmd->add_option("--dashboard-linger", opt.dashboard_linger_s, "keep serving the dashboard this many seconds after "
-                  "the launch ended")->check(CLI::Range(0.0, 86400.0))->capture_default_str();
-  cmd->add_option("command", opt.command, "after --: a megascale subcommand and its arguments, or a path "
-                  "starting with / or ./ and its arguments")->required();
-}
-
 void add_bench(CLI::App& app, ms::CommBenchOptions& opt, ms::CommBenchWorkerOptions& w) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
@@ -120,6 +106,8 @@ void add_ckpt(CLI::App& app, CkptArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The launcher's guardian (launch/janitor.h): started by this very binary, before any parsing.
+  if (argc == 2 && std::string(argv[1]) == "janitor") return ms::launch::janitor_main();
   CLI::App app{"megascale: GPT training after ByteDance's MegaScale"};
   app.require_subcommand(1);
   ms::PrepareOptions prep;
@@ -128,8 +116,8 @@ int main(int argc, char** argv) {
   const auto fields = ms::list_fields(defaults);
   add_prepare(app, prep);
   add_train(app, targs, fields);
-  ms::LaunchOptions launch;
-  add_launch(app, launch);
+  ms::LaunchArgs launch;
+  ms::add_launch_commands(app, launch);
   ms::CommBenchOptions bench;
   ms::CommBenchWorkerOptions bench_worker;
   add_bench(app, bench, bench_worker);
@@ -140,6 +128,8 @@ int main(int argc, char** argv) {
       ->add_option("run_dir", diagnose_dir, "the run's train.out_dir")->required();
   ms::ReportArgs report;
   ms::add_report_commands(app, report);
+  ms::SelfCheckArgs selfcheck;
+  ms::add_selfcheck_command(app, selfcheck);
   // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
   // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead. Arguments
   // after "--" (the command of `launch`) are passed on untouched.
@@ -162,12 +152,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (const int rc = ms::run_report_command(app, report); rc >= 0) return rc;
+    if (const int rc = ms::run_selfcheck_command(app, selfcheck); rc >= 0) return rc;
     if (app.got_subcommand("diagnose")) return ms::run_diagnose(diagnose_dir);
-    if (app.got_subcommand("launch")) {
-      launch.command = ms::resolve_launch_command(launch.command);
-      launch.dashboard_assets = ms::default_dashboard_dir();
-      return ms::run_launcher(launch).exit_code;
-    }
+    if (const int rc = ms::run_launch_command(app, launch); rc >= 0) return rc;
     if (app.got_subcommand("bench")) {
       CLI::App* b = app.get_subcommand("bench");
       if (b->got_subcommand("comm-worker")) {

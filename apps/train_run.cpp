@@ -32,6 +32,7 @@
 #include "data/tokenizer.h"       // Gpt2Tokenizer
 #include "app_paths.h"            // tokenizer_dir_or_default
 #include "hang_watch.h"           // HangWatch
+#include "ckpt/ckpt_fault.h"         // check_ckpt_fault_env
 #include "launch_report.h"        // write_launch_report
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
 #include "model/flops.h"          // model_flops_per_token
@@ -50,6 +51,7 @@
 namespace ms {
 
 namespace {
+// SIGUSR1 (the driver stopping the ranks for a recovery): a hang dump and exit without saving.
 // SIGTERM / SIGINT (preemption, Ctrl-C): noted here, acted on at the next step boundary, where
 // every rank agrees, saves a checkpoint and ends with exit code 0. The signals are blocked in every
 // thread of the run and taken by one thread in sigwait: a handler running on a compute thread
@@ -61,13 +63,21 @@ void install_stop_handlers() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created from here on
   std::thread([set] {
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      g_stop_signal.store(sig);
       HangWatch::on_signal(sig);  // hang localization: a dump of where this rank is (hang_watch.h)
+      // SIGUSR1: the driver's recovery stop (launch/driver.h): the dump above, then out at once,
+      // without a save (the state may be what failed). The records written so far stay.
+      if (sig == SIGUSR1) {
+        flush_active_recorder();
+        std::fprintf(stderr, "megascale: stopped by the driver (SIGUSR1) for a recovery\n");
+        std::_Exit(128 + SIGUSR1);
+      }
+      g_stop_signal.store(sig);
     }
   }).detach();
   // A file-size limit (RLIMIT_FSIZE) makes a checkpoint write fail with EFBIG, reported as a
@@ -93,6 +103,7 @@ float run_training(const Config& cfg_in) {
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
   Config cfg = cfg_in;
   install_stop_handlers();  // before any thread exists
+  check_ckpt_fault_env();   // a malformed MEGASCALE_CKPT_FAULT is an error here, not on the copier thread
   CommEnv env = CommEnv::from_environment();
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
@@ -132,7 +143,10 @@ float run_training(const Config& cfg_in) {
   feed_opt.dp = dp, feed_opt.dp_rank = dp_rank;
   feed_opt.needs_tokens = stage == 0 || stage == cfg.parallel.pp - 1;
   feed_opt.local_rank = env.local_rank, feed_opt.local_world_size = env.local_world_size;
-  feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string();
+  // Several emulated hosts on one machine (the driver's executors) each have their own loader.
+  const char* host_index = std::getenv("MEGASCALE_HOST_INDEX");
+  feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string() + "|" +
+                     (host_index ? host_index : "");
   feed_opt.timeout_s = cfg.data.loader_timeout_s;
   // Validation: opened (and validated) only by the ranks that use tokens; the pipeline's middle
   // stages learn the number of evaluation batches from stage 0.

@@ -1,19 +1,25 @@
 // launcher: see launcher.h. Supervision of the ranks: one event loop polls the signal self-pipe
-// (signal_forwarding.h) and every child's stdout/stderr pipe (rank_output.h); children are reaped
-// with waitpid(WNOHANG) on each wake-up. The rendezvous store is a folder or a RedisServer
-// (redis_server.h) owned for the launch's lifetime.
+// (signal_forwarding.h) and every child's stdout/stderr pipe (rank_output.h); on each wake-up a
+// child's end is seen without reaping it (peek_exit: its pid stays a valid process group id), and
+// at the end every rank's group is SIGKILLed (leftover grandchildren, on success too) and the ranks
+// are reaped. The rendezvous store is a private folder (0700) or a RedisServer (redis_server.h,
+// its password handed to the ranks as MEGASCALE_STORE_PASSWORD) owned for the launch's lifetime.
+// Ranks are spawned with die_with_parent, and a Janitor (janitor.h) watches every rank's group, the
+// redis-server's and both folders, so a SIGKILLed launcher leaves nothing behind.
 #include "launch/launcher.h"
 
 #include <fcntl.h>       // O_CLOEXEC, O_NONBLOCK, open, fcntl
 #include <poll.h>        // poll
 #include <sched.h>       // sched_getaffinity
 #include <signal.h>      // kill, SIGTERM, SIGKILL
+#include <sys/stat.h>    // mkdir, chmod
 #include <sys/wait.h>    // waitpid
 #include <unistd.h>      // pipe2, close, getpid
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>  // strerror
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -24,6 +30,7 @@
 #include "base/check.h"
 #include "base/log.h"  // make_named_logger
 #include "launch/dashboard.h"
+#include "launch/janitor.h"
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/redis_server.h"
@@ -49,28 +56,39 @@ int64_t epoch_ms() {
       .count();
 }
 
+// A new folder parent/name of mode 0700 (only its owner may read it, whatever the umask), watched by
+// the janitor from the moment it exists. Throws ms::Error naming `what` when it cannot be made.
+fs::path make_private_dir(const fs::path& parent, const std::string& name, const char* what, Janitor& janitor) {
+  const fs::path dir = fs::absolute(parent / name);
+  std::error_code ec;
+  fs::create_directories(fs::absolute(parent), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    const int e = errno;
+    MS_FAIL("cannot create the {} folder {}: {}", what, dir.string(), std::strerror(e));
+  }
+  janitor.watch_path(dir);
+  if (::chmod(dir.c_str(), 0700) != 0) {
+    const int e = errno;
+    fs::remove_all(dir, ec);
+    MS_FAIL("cannot make the {} folder {} private (mode 0700): {}", what, dir.string(), std::strerror(e));
+  }
+  return dir;
+}
+
 // ---- the rendezvous store -----------------------------------------------------------------------
 
 // Owns what the store of one launch needs; cleans it up on destruction (never throws there).
 class Store {
  public:
-  Store(const LaunchOptions& opt, const std::string& tag) {
+  Store(const LaunchOptions& opt, const std::string& tag, Janitor& janitor) : janitor_(janitor) {
     const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);
     if (opt.store == "file") {
-      dir_ = parent / ("store-" + tag);
-      std::error_code ec;
-      fs::create_directories(parent, ec);
-      MS_CHECK(fs::create_directory(dir_, ec) && !ec, "cannot create the store folder {}: {}", dir_.string(),
-               ec ? ec.message() : "it exists");
+      dir_ = make_private_dir(parent, "store-" + tag, "store", janitor_);
       url_ = "file:" + dir_.string();
     } else if (opt.store == "redis") {
-      dir_ = parent / ("redis-" + tag);
-      std::error_code ec;
-      fs::create_directories(parent, ec);
-      MS_CHECK(fs::create_directory(dir_, ec) && !ec, "cannot create the redis folder {}: {}", dir_.string(),
-               ec ? ec.message() : "it exists");
+      dir_ = make_private_dir(parent, "redis-" + tag, "redis", janitor_);
       try {
-        redis_.emplace(dir_);
+        redis_.emplace(dir_, &janitor_);
       } catch (...) {
         cleanup();
         throw;
@@ -87,6 +105,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   const std::string& url() const { return url_; }
+  // The AUTH password of the redis-server this launch started; empty otherwise. Never logged.
+  std::string password() const { return redis_ ? redis_->password() : std::string(); }
 
  private:
   void cleanup() noexcept {
@@ -94,10 +114,15 @@ class Store {
     if (!dir_.empty()) {
       std::error_code ec;
       fs::remove_all(dir_, ec);
+      try {
+        janitor_.forget_path(dir_);
+      } catch (...) {
+      }
       dir_.clear();
     }
   }
 
+  Janitor& janitor_;
   fs::path dir_;
   std::string url_;
   std::optional<RedisServer> redis_;
@@ -109,28 +134,24 @@ class Store {
 // destruction (never throws there).
 class LaunchDir {
  public:
-  LaunchDir(const LaunchOptions& opt, const std::string& tag) {
+  LaunchDir(const LaunchOptions& opt, const std::string& tag, Janitor& janitor) : janitor_(janitor) {
     const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);
-    dir_ = parent / ("launch-" + tag);
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    MS_CHECK(fs::create_directory(dir_, ec) && !ec, "cannot create the launch folder {}: {}", dir_.string(),
-             ec ? ec.message() : "it exists");
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
-    if (ec) {
-      fs::remove_all(dir_, ec);
-      MS_FAIL("cannot make the launch folder {} private (mode 0700): {}", dir_.string(), ec.message());
-    }
+    dir_ = make_private_dir(parent, "launch-" + tag, "launch", janitor_);
   }
   ~LaunchDir() {
     std::error_code ec;
     fs::remove_all(dir_, ec);
+    try {
+      janitor_.forget_path(dir_);
+    } catch (...) {
+    }
   }
   LaunchDir(const LaunchDir&) = delete;
   LaunchDir& operator=(const LaunchDir&) = delete;
   std::string path() const { return dir_.string(); }
 
  private:
+  Janitor& janitor_;
   fs::path dir_;
 };
 
@@ -139,25 +160,37 @@ class LaunchDir {
 struct Child {
   int rank = 0;
   pid_t pid = -1;
-  bool running = false;
+  bool running = false;  // started and not yet ended
+  bool reaped = true;    // false from start until wait_for: an ended rank stays a zombie until then,
+                         // so its pid (its process group's id) cannot be reused while we may signal it
   int status = 0;
   RankStream out, err;
 };
 
-// Owns the children: on destruction (an exception mid-launch) kills and reaps whoever still runs.
+// Owns the children: reap_all() (and the destructor, after an exception mid-launch) SIGKILLs every
+// started child's process group — whatever a rank left behind too — and reaps the child.
 class Children {
  public:
-  explicit Children(size_t n) : kids_(n) {}
+  Children(size_t n, Janitor& janitor) : kids_(n), janitor_(janitor) {}
   ~Children() {
-    for (auto& c : kids_) {
-      if (c.running) {
-        ::kill(-c.pid, SIGKILL);
-        int st;
-        while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {}
-        c.running = false;
-      }
+    reap_all();
+    for (auto& c : kids_)
       for (RankStream* s : {&c.out, &c.err})
         if (s->fd >= 0) ::close(s->fd);
+  }
+  void reap_all() noexcept {
+    for (auto& c : kids_) {
+      if (c.reaped) continue;
+      ::kill(-c.pid, SIGKILL);  // the rank if it still runs, and its leftovers (grandchildren)
+      int st;
+      while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {}
+      if (c.running) c.status = st;
+      c.running = false;
+      c.reaped = true;
+      try {
+        janitor_.forget_group(c.pid);
+      } catch (...) {
+      }
     }
   }
   Children(const Children&) = delete;
@@ -173,6 +206,7 @@ class Children {
 
  private:
   std::vector<Child> kids_;
+  Janitor& janitor_;
 };
 
 }  // namespace
@@ -188,9 +222,13 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   MS_CHECK(opt.nproc >= 1 && opt.nproc <= 1024, "--nproc must be in 1..1024, got {}", opt.nproc);
   MS_CHECK(!opt.command.empty(), "no command to launch");
   const std::string tag = fmt::format("{}-{}", ::getpid(), epoch_ms());
-  // Handlers first: a SIGINT during redis start-up must not kill the launcher before it cleans up.
+  // The guardian first: if this process dies without cleaning up (SIGKILL), it kills every rank's
+  // process group and the redis-server's and removes the store and launch folders (janitor.h).
+  // Destroyed last: released once everything below cleaned up itself.
+  Janitor janitor;
+  // Handlers next: a SIGINT during redis start-up must not kill the launcher before it cleans up.
   SignalPipe signals;
-  Store store(opt, tag);
+  Store store(opt, tag, janitor);
   const int n = opt.nproc;
 
   std::vector<std::string> base_env = current_environment();
@@ -198,9 +236,11 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   set_env(base_env, "LOCAL_WORLD_SIZE", std::to_string(n));
   set_env(base_env, "MEGASCALE_BACKEND", opt.backend);
   set_env(base_env, "MEGASCALE_STORE", store.url());
+  // Our redis-server's password reaches the ranks through their environment only (never logged).
+  if (const std::string pw = store.password(); !pw.empty()) set_env(base_env, "MEGASCALE_STORE_PASSWORD", pw);
   set_env(base_env, "MEGASCALE_RUN_ID", "launch-" + tag);
   set_env(base_env, "MEGASCALE_HOST", "127.0.0.1");
-  LaunchDir launch_dir(opt, tag);
+  LaunchDir launch_dir(opt, tag, janitor);
   set_env(base_env, "MEGASCALE_LAUNCH_DIR", launch_dir.path());
   std::unique_ptr<Dashboard> dash;
   if (opt.dashboard_port >= 0) {
@@ -220,7 +260,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   MS_SYSCHECK(devnull >= 0, "open /dev/null");
   struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } devnull_closer{devnull};
 
-  Children children((size_t)n);
+  Children children((size_t)n, janitor);
   std::vector<Child>& kids = *children;
   for (int r = 0; r < n; r++) {
     Child& c = kids[(size_t)r];
@@ -236,14 +276,22 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     std::vector<std::string> env = base_env;
     set_env(env, "RANK", std::to_string(r));
     set_env(env, "LOCAL_RANK", std::to_string(r));
+    SpawnOptions so;
+    so.stdin_fd = r == 0 ? -1 : devnull;
+    so.stdout_fd = out[1];
+    so.stderr_fd = err[1];
+    so.new_group = true;        // signals reach the rank's own children too
+    so.die_with_parent = true;  // a SIGKILLed launcher takes its ranks along
     try {
-      c.pid = spawn(opt.command, env, r == 0 ? -1 : devnull, out[1], err[1], true);
+      c.pid = spawn(opt.command, env, so);
     } catch (...) {
       ::close(out[1]);
       ::close(err[1]);
       throw;
     }
     c.running = true;
+    c.reaped = false;
+    janitor.watch_group(c.pid);
     if (dash) dash->status().rank_started(r, c.pid);
     ::close(out[1]);
     ::close(err[1]);
@@ -314,11 +362,9 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
 
     for (auto& c : kids) {
       if (!c.running) continue;
-      int st = 0;
-      pid_t w = ::waitpid(c.pid, &st, WNOHANG);
-      if (w < 0 && errno == EINTR) continue;
-      MS_SYSCHECK(w >= 0, "waitpid rank {}", c.rank);
-      if (w == 0) continue;
+      const std::optional<int> ended = peek_exit(c.pid);  // not reaped yet: see Child::reaped
+      if (!ended) continue;
+      const int st = *ended;
       c.running = false;
       c.status = st;
       running--;
@@ -341,6 +387,9 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
       killed = true;
     }
   }
+  // Every rank has ended; whatever they left in their process groups (a rank's background children)
+  // ends now too, on success as well, then the ranks are reaped.
+  children.reap_all();
   // A forwarded SIGTERM / SIGINT that every rank answered by finishing cleanly (a training run
   // saves a checkpoint and exits 0: preemption) is a clean stop, not a failure.
   if (forwarded_signal != 0 && result.failed_rank < 0) {

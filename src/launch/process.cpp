@@ -1,9 +1,12 @@
 // process: see process.h.
 #include "launch/process.h"
 
-#include <signal.h>    // sigset_t, SIGINT, ...
-#include <spawn.h>     // posix_spawn
-#include <sys/wait.h>  // waitpid, WIFEXITED, ...
+#include <fcntl.h>      // O_CLOEXEC, fcntl
+#include <pthread.h>    // pthread_sigmask
+#include <signal.h>     // sigset_t, sigaction, SIGINT, ...
+#include <sys/prctl.h>  // prctl, PR_SET_PDEATHSIG
+#include <sys/wait.h>   // waitpid, WIFEXITED, ...
+#include <unistd.h>     // fork, execve, pipe2, setpgid, dup2, getppid
 
 #include <algorithm>
 #include <cerrno>
@@ -18,40 +21,97 @@ extern char** environ;
 
 namespace ms::launch {
 
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int stdin_fd, int stdout_fd,
-            int stderr_fd, bool new_group) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  int rc = posix_spawn_file_actions_init(&fa);
-  errno = rc;
-  MS_SYSCHECK(rc == 0, "posix_spawn_file_actions_init");
-  rc = posix_spawnattr_init(&at);
-  errno = rc;
-  MS_SYSCHECK(rc == 0, "posix_spawnattr_init");
-  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
-  if (stdout_fd >= 0) posix_spawn_file_actions_adddup2(&fa, stdout_fd, 1);
-  if (stderr_fd >= 0) posix_spawn_file_actions_adddup2(&fa, stderr_fd, 2);
-  sigset_t none, defaults;
+namespace {
+
+// Everything below runs in the child between fork and exec: async-signal-safe calls only (no
+// allocation, no locks, no errno-dependent library state beyond errno itself).
+[[noreturn]] void child_fail(int err_fd, int err) {
+  ssize_t w;
+  do w = ::write(err_fd, &err, sizeof err); while (w < 0 && errno == EINTR);
+  ::_exit(127);
+}
+
+[[noreturn]] void child_exec(char* const* argv, char* const* envp, const SpawnOptions& opt, pid_t parent,
+                             int err_fd) {
+  // Keep the error pipe off 0..2 (a parent with closed stdio may have got it there).
+  if (err_fd <= 2) {
+    const int moved = ::fcntl(err_fd, F_DUPFD_CLOEXEC, 3);
+    if (moved < 0) ::_exit(127);
+    err_fd = moved;
+  }
+  if (opt.new_group && ::setpgid(0, 0) != 0) child_fail(err_fd, errno);
+  if (opt.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(err_fd, errno);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before the signal was armed
+  }
+  const int from[3] = {opt.stdin_fd, opt.stdout_fd, opt.stderr_fd};
+  for (int target = 0; target < 3; target++) {
+    const int fd = from[target];
+    if (fd < 0) continue;
+    if (fd == target) {
+      if (::fcntl(fd, F_SETFD, 0) != 0) child_fail(err_fd, errno);  // keep it across exec
+    } else if (::dup2(fd, target) < 0) {
+      child_fail(err_fd, errno);
+    }
+  }
+  // Handlers point into the parent's code: back to the default (exec would do that too, but a
+  // signal may arrive before it); the launcher's own signals even when ignored (SIGPIPE).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction cur {};
+    if (::sigaction(sig, nullptr, &cur) != 0) continue;  // glibc-internal signals refuse: fine
+    const bool launcher_sig =
+        sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGCHLD || sig == SIGPIPE;
+    if (launcher_sig || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)) ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
   sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaddset(&defaults, s);
-  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-  if (new_group) flags |= POSIX_SPAWN_SETPGROUP;
-  posix_spawnattr_setflags(&at, flags);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &defaults);
-  posix_spawnattr_setpgroup(&at, 0);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(argv[0], argv, envp);
+  child_fail(err_fd, errno);
+}
+
+}  // namespace
+
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const SpawnOptions& opt) {
+  MS_CHECK(!argv.empty(), "spawn: empty argv");
+  // Everything the child needs is built before fork.
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
-  pid_t pid = -1;
-  rc = posix_spawn(&pid, cargv[0], &fa, &at, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  errno = rc;
-  MS_SYSCHECK(rc == 0, "cannot start {}", argv[0]);
+  int ep[2];
+  MS_SYSCHECK(::pipe2(ep, O_CLOEXEC) == 0, "cannot start {}: pipe2", argv[0]);
+  const pid_t parent = ::getpid();
+  // No handler of ours may run in the child before it resets them: block everything over fork.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) child_exec(cargv.data(), cenv.data(), opt, parent, ep[1]);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(ep[1]);
+  if (pid < 0) {
+    ::close(ep[0]);
+    errno = fork_errno;
+    MS_SYSCHECK(false, "cannot start {}: fork", argv[0]);
+  }
+  // EOF: the child exec'ed (the pipe is CLOEXEC); an int: its errno before that.
+  int child_errno = 0;
+  ssize_t n;
+  do n = ::read(ep[0], &child_errno, sizeof child_errno); while (n < 0 && errno == EINTR);
+  ::close(ep[0]);
+  if (n != 0) {
+    int st;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    errno = n == (ssize_t)sizeof child_errno ? child_errno : EIO;
+    MS_SYSCHECK(false, "cannot start {}", argv[0]);
+  }
   return pid;
 }
 
@@ -61,6 +121,21 @@ int wait_for(pid_t pid, std::string_view what) {
   do w = ::waitpid(pid, &st, 0); while (w < 0 && errno == EINTR);
   MS_SYSCHECK(w == pid, "waitpid {}", what);
   return st;
+}
+
+std::optional<int> peek_exit(pid_t pid) {
+  siginfo_t si{};
+  int rc;
+  do rc = ::waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT); while (rc < 0 && errno == EINTR);
+  MS_SYSCHECK(rc == 0, "waitid {}", pid);
+  if (si.si_pid != pid) return std::nullopt;
+  // The wait status waitpid would report (the kernel's encoding, which WIFEXITED & co. decode).
+  switch (si.si_code) {
+    case CLD_EXITED: return (si.si_status & 0xff) << 8;
+    case CLD_KILLED: return si.si_status & 0x7f;
+    case CLD_DUMPED: return (si.si_status & 0x7f) | 0x80;
+    default: return std::nullopt;  // stopped / continued: not reported without WSTOPPED/WCONTINUED
+  }
 }
 
 std::string describe_status(std::string_view who, int status) {

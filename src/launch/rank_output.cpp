@@ -15,20 +15,24 @@ namespace ms::launch {
 namespace {
 
 void forward(RankStream& s, int rank, const char* data, size_t n, bool eof) {
-  if (!s.keep) return;
+  if (!s.keep && !s.on_line) return;
   s.partial.append(data, n);
   const std::string prefix = fmt::format("[rank {}] ", rank);
   std::string lines;
   size_t start = 0, nl;
   while ((nl = s.partial.find('\n', start)) != std::string::npos) {
-    lines += prefix;
-    lines.append(s.partial, start, nl + 1 - start);
+    if (s.on_line) s.on_line(std::string_view(s.partial).substr(start, nl - start));
+    if (s.keep) {
+      lines += prefix;
+      lines.append(s.partial, start, nl + 1 - start);
+    }
     start = nl + 1;
   }
   s.partial.erase(0, start);
   // A very long line or the end of the stream: flush what there is as a line of its own.
   if ((eof && !s.partial.empty()) || s.partial.size() > (1u << 16)) {
-    lines += prefix + s.partial + "\n";
+    if (s.on_line) s.on_line(s.partial);
+    if (s.keep) lines += prefix + s.partial + "\n";
     s.partial.clear();
   }
   if (!lines.empty()) write_all(s.out_fd, lines.data(), lines.size());

@@ -9,7 +9,9 @@
 // output rather than failing the launch; a non-blocking output fd is waited on (poll) when full.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace ms::launch {
 
@@ -18,6 +20,9 @@ struct RankStream {
   int out_fd = 1;     // where its lines go (1 or 2)
   bool keep = true;   // forward (false: read and drop)
   std::string partial;  // the unfinished last line
+  // Called with every complete line (without its newline), kept or not: the executor's log-pattern
+  // matching and its forwarding of rank stdout to the driver.
+  std::function<void(std::string_view line)> on_line;
 };
 
 // Reads what is available on s.fd and forwards the complete lines; closes s.fd (and sets it to -1)

@@ -5,9 +5,11 @@
 #include <netinet/in.h>  // sockaddr_in, INADDR_LOOPBACK
 #include <signal.h>      // kill
 #include <sys/socket.h>  // socket, bind, getsockname
-#include <sys/wait.h>    // WIFEXITED, WEXITSTATUS
-#include <unistd.h>      // close
-
+#include <fcntl.h>       // open, O_CLOEXEC
+#include <sys/random.h>  // getrandom
+#include <sys/stat.h>    // fchmod
+#include <sys/wait.h>    // waitpid
+#include <unistd.h>      // close, write
 
 #include <cerrno>
 #include <fstream>
@@ -20,6 +22,7 @@
 
 #include "base/check.h"
 #include "base/redis_ping.h"  // redis_ping
+#include "launch/janitor.h"
 #include "launch/process.h"
 #include "base/clock.h"  // SteadyClock
 
@@ -46,42 +49,118 @@ int free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
-RedisServer::RedisServer(const fs::path& dir) : dir_(dir) {
-  const std::string pidfile = (dir_ / "redis.pid").string(), logfile = (dir_ / "redis.log").string();
+std::string random_hex(size_t n_bytes) {
+  std::vector<unsigned char> b(n_bytes);
+  size_t got = 0;
+  while (got < n_bytes) {
+    const ssize_t n = ::getrandom(b.data() + got, n_bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  if (got < n_bytes) {
+    std::ifstream f("/dev/urandom", std::ios::binary);
+    f.read(reinterpret_cast<char*>(b.data() + got), (std::streamsize)(n_bytes - got));
+    MS_CHECK(f && (size_t)f.gcount() == n_bytes - got, "cannot read random bytes (getrandom, /dev/urandom)");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n_bytes);
+  for (unsigned char c : b) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+namespace {
+
+// A value for redis.conf: double-quoted, \ and " escaped (sdssplitargs reads it back).
+std::string conf_quote(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') r += '\\';
+    r += c;
+  }
+  return r + "\"";
+}
+
+// Writes text to path, created (or truncated) with mode 0600 whatever the umask; never a symlink.
+void write_private_file(const fs::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  MS_SYSCHECK(fd >= 0, "cannot create {}", path.string());
+  bool ok = ::fchmod(fd, 0600) == 0;
+  size_t off = 0;
+  while (ok && off < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) off += (size_t)n;
+  }
+  const int e = errno;
+  ::close(fd);
+  errno = e;
+  MS_SYSCHECK(ok, "cannot write {}", path.string());
+}
+
+}  // namespace
+
+RedisServer::RedisServer(const fs::path& dir, Janitor* janitor) : dir_(dir), janitor_(janitor) {
+  const fs::path conf = dir_ / "redis.conf", logfile = dir_ / "redis.log";
   const std::string exe = "/usr/bin/redis-server";
   MS_CHECK(fs::exists(exe), "redis-server is not installed (/usr/bin/redis-server): apt-get install redis-server");
+  password_ = random_hex(16);
   std::string last_error;
   try {
+    const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    MS_SYSCHECK(devnull >= 0, "open /dev/null");
+    struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } devnull_closer{devnull};
     for (int attempt = 0; attempt < 5; attempt++) {
       const int port = free_loopback_port();
-      fs::remove(pidfile);
-      const std::vector<std::string> argv = {exe, "--bind", "127.0.0.1", "--port", std::to_string(port),
-                                             "--save", "", "--appendonly", "no", "--daemonize", "yes",
-                                             "--pidfile", pidfile, "--logfile", logfile, "--dir", dir_.string()};
-      const pid_t p = spawn(argv, current_environment(), -1, -1, -1, false);
-      const int st = wait_for(p, "redis-server");
-      MS_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "redis-server failed to start ({})",
-               describe_status("redis-server", st));
-      // The daemon writes its pidfile after it listens; then it must answer PING.
+      // Everything in the config file: the password must not appear on a command line (ps).
+      write_private_file(conf, fmt::format("bind 127.0.0.1\nport {}\nprotected-mode yes\ndaemonize no\n"
+                                           "save \"\"\nappendonly no\ndir {}\nlogfile \"\"\nrequirepass {}\n",
+                                           port, conf_quote(dir_.string()), password_));
+      const int log = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+      MS_SYSCHECK(log >= 0, "cannot create {}", logfile.string());
+      SpawnOptions so;
+      so.stdin_fd = devnull;
+      so.stdout_fd = log;
+      so.stderr_fd = log;
+      so.new_group = true;
+      so.die_with_parent = true;
+      try {
+        pid_ = spawn({exe, conf.string()}, current_environment(), so);
+      } catch (...) {
+        ::close(log);
+        throw;
+      }
+      ::close(log);
+      if (janitor_) janitor_->watch_group(pid_);
+      // Up once it answers AUTH + PING; a server that exits (port taken, bad config) is reaped.
       const auto deadline = Clock::now() + std::chrono::seconds(10);
       while (Clock::now() < deadline) {
-        std::ifstream f(pidfile);
-        long pid = 0;
-        if (f >> pid && pid > 0) {
-          pid_ = (pid_t)pid;
-          if (redis_ping("127.0.0.1", port, "", std::chrono::milliseconds(1000)).ok()) {
-            url_ = fmt::format("redis://127.0.0.1:{}", port);
-            return;
-          }
+        int st = 0;
+        const pid_t w = ::waitpid(pid_, &st, WNOHANG);
+        if (w == pid_) {
+          if (janitor_) janitor_->forget_group(pid_);
+          pid_ = -1;
+          last_error = describe_status("redis-server", st) + "\n";
+          break;
         }
-        if (pid_ > 0 && !process_alive(pid_, "redis-server")) break;
+        if (redis_ping("127.0.0.1", port, password_, std::chrono::milliseconds(1000)).ok()) {
+          url_ = fmt::format("redis://127.0.0.1:{}", port);
+          return;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       stop();
-      std::ifstream log(logfile);
+      std::ifstream logf(logfile);
       std::stringstream ss;
-      ss << log.rdbuf();
-      last_error = ss.str();
+      ss << logf.rdbuf();
+      last_error += ss.str();
+      // A config error quotes the offending line: never let the password reach a message.
+      for (size_t at; (at = last_error.find(password_)) != std::string::npos;) last_error.replace(at, password_.size(), "***");
       if (last_error.size() > 600) last_error = last_error.substr(last_error.size() - 600);
     }
   } catch (...) {
@@ -94,16 +173,24 @@ RedisServer::RedisServer(const fs::path& dir) : dir_(dir) {
 void RedisServer::stop() noexcept {
   const pid_t pid = pid_;
   pid_ = -1;
-  if (pid <= 0 || !process_alive(pid, "redis-server")) return;
-  ::kill(pid, SIGTERM);
+  if (pid <= 0) return;
+  // Until it is reaped, the server's pid (alive or a zombie) cannot name another process group.
+  ::kill(-pid, SIGTERM);
   const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (Clock::now() < deadline && process_alive(pid, "redis-server"))
+  for (;;) {
+    siginfo_t si{};
+    const int rc = ::waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+    if ((rc == 0 && si.si_pid == pid) || (rc < 0 && errno != EINTR) || Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (process_alive(pid, "redis-server")) {
-    ::kill(pid, SIGKILL);
-    const auto hard = Clock::now() + std::chrono::seconds(5);
-    while (Clock::now() < hard && process_alive(pid, "redis-server"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(-pid, SIGKILL);  // the server after 5 s, or anything it left in its group
+  int st;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  if (janitor_) {
+    try {
+      janitor_->forget_group(pid);
+    } catch (...) {
+    }
   }
 }
 

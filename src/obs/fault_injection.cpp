@@ -4,23 +4,34 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "base/check.h"         // MS_CHECK
 #include "base/log.h"           // logger
-#include "obs/run_recorder.h"   // record_event
+#include "obs/run_recorder.h"   // record_event, flush_active_recorder
 #include "obs/trace_sink.h"     // TraceSink (current step)
 
 namespace ms {
 namespace {
 
-std::vector<FaultSpec>* g_faults = nullptr;  // this rank's; set once before training
+// This rank's faults of this attempt, with a flag per fault: it has acted (each acts once).
+struct Active {
+  std::vector<FaultSpec> faults;
+  std::unique_ptr<std::atomic<bool>[]> fired;
+  int rank = 0;
+  int attempt = 0;
+};
+
+std::atomic<Active*> g_active{nullptr};  // set before training (init_faults); replaced ones are kept
 std::atomic<bool> g_slow{false};
 std::atomic<int> g_slow_reported{-1};
 
@@ -35,46 +46,153 @@ std::vector<std::string_view> split(std::string_view s, char c) {
   }
 }
 
+// Without leading and trailing blanks ("a; b" reads as "a;b").
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
 template <class T>
 T number(std::string_view entry, std::string_view key, std::string_view v) {
   T x{};
   const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-  MS_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size(), "MEGASCALE_FAULT entry '{}': {}='{}' is not a number",
-           entry, key, v);
+  MS_CHECK(!v.empty() && r.ec == std::errc() && r.ptr == v.data() + v.size(),
+           "MEGASCALE_FAULT entry '{}': {}='{}' is not a number", entry, key, v);
   return x;
+}
+
+// The fields each kind takes.
+std::string_view fields_of(std::string_view kind) {
+  if (kind == "slow") return "rank seg ratio from attempt";
+  if (kind == "sleep") return "rank step seconds attempt";
+  if (kind == "crash" || kind == "hang") return "rank step seg attempt";
+  if (kind == "nan") return "rank step attempt";
+  if (kind == "exit") return "rank step code attempt";
+  return "host attempt";  // selfcheck
+}
+
+bool takes(std::string_view kind, std::string_view field) {
+  for (std::string_view f : split(fields_of(kind), ' '))
+    if (f == field) return true;
+  return false;
+}
+
+int64_t unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Says what is about to happen, on stderr and as a "fault injected" event (flushed to the record
+// file: the process may never write again). `where`: "at rank R step N[ seg S]".
+void announce(std::string_view what, std::string_view where, int attempt) {
+  const std::string text = fmt::format("{} {} (attempt {}; unix_ns {})", what, where, attempt, unix_ns());
+  logger().warn("fault injected (MEGASCALE_FAULT): {}", text);
+  logger().flush();
+  record_event("fault injected", text);
+  flush_active_recorder();
+}
+
+std::string where(int rank, int step, std::string_view seg) {
+  return seg.empty() ? fmt::format("at rank {} step {}", rank, step)
+                     : fmt::format("at rank {} step {} seg {}", rank, step, seg);
+}
+
+Active* active() { return g_active.load(std::memory_order_acquire); }
+
+// crash / hang / exit at rank, step (and seg): announced, then done (exit 1 throws).
+void act(const FaultSpec& f, const Active& a, int step, std::string_view seg) {
+  if (f.kind == "crash") {
+    announce("crash (SIGKILL)", where(a.rank, step, seg), a.attempt);
+    std::fflush(nullptr);
+    ::kill(::getpid(), SIGKILL);
+    ::pause();  // not reached
+  } else if (f.kind == "hang") {
+    announce("hang (SIGSTOP)", where(a.rank, step, seg), a.attempt);
+    ::kill(::getpid(), SIGSTOP);
+  } else if (f.kind == "exit") {
+    if (f.code == 1) {
+      announce("exit (ms::Error, exit code 1)", where(a.rank, step, seg), a.attempt);
+      MS_FAIL("injected failure (MEGASCALE_FAULT exit) at rank {} step {} (attempt {})", a.rank, step, a.attempt);
+    }
+    announce(fmt::format("exit (_exit({}))", f.code), where(a.rank, step, seg), a.attempt);
+    std::fflush(nullptr);
+    ::_exit(f.code);
+  }
 }
 
 }  // namespace
 
+int parse_attempt(std::string_view var, std::string_view entry, std::string_view v) {
+  if (v == "all") return FaultSpec::kAllAttempts;
+  int x = -1;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  MS_CHECK(!v.empty() && r.ec == std::errc() && r.ptr == v.data() + v.size() && x >= 0,
+           "{} entry '{}': attempt='{}' is neither a number >= 0 nor 'all'", var, entry, v);
+  return x;
+}
+
+int restart_attempt() {
+  const char* env = std::getenv("MEGASCALE_RESTART_COUNT");
+  if (!env || !*env) return 0;
+  const std::string_view v(env);
+  int x = -1;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  MS_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size() && x >= 0,
+           "MEGASCALE_RESTART_COUNT='{}' is not a number >= 0", v);
+  return x;
+}
+
 std::vector<FaultSpec> parse_faults(std::string_view text) {
   std::vector<FaultSpec> out;
   for (std::string_view entry : split(text, ';')) {
+    entry = trim(entry);
     if (entry.empty()) continue;
-    const std::vector<std::string_view> parts = split(entry, ':');
+    std::vector<std::string_view> parts = split(entry, ':');
+    for (std::string_view& p : parts) p = trim(p);
     FaultSpec f;
     f.kind = std::string(parts[0]);
-    MS_CHECK(f.kind == "slow" || f.kind == "sleep" || f.kind == "stop",
-             "MEGASCALE_FAULT entry '{}': unknown kind '{}' (slow, sleep, stop)", entry, f.kind);
+    if (f.kind == "stop") f.kind = "hang";
+    MS_CHECK(f.kind == "slow" || f.kind == "sleep" || f.kind == "crash" || f.kind == "hang" || f.kind == "nan" ||
+                 f.kind == "exit" || f.kind == "selfcheck",
+             "MEGASCALE_FAULT entry '{}': unknown kind '{}' (slow, sleep, crash, hang, stop, nan, exit, selfcheck)",
+             entry, parts[0]);
+    bool has_step = false, has_seg = false, has_host = false;
     for (size_t i = 1; i < parts.size(); i++) {
       const size_t eq = parts[i].find('=');
       MS_CHECK(eq != std::string_view::npos, "MEGASCALE_FAULT entry '{}': '{}' is not key=value", entry, parts[i]);
       const std::string_view k = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+      const bool known = k == "rank" || k == "seg" || k == "ratio" || k == "from" || k == "step" || k == "seconds" ||
+                         k == "code" || k == "host" || k == "attempt";
+      MS_CHECK(known, "MEGASCALE_FAULT entry '{}': unknown field '{}'", entry, k);
+      MS_CHECK(takes(f.kind, k), "MEGASCALE_FAULT entry '{}': field '{}' does not apply to {} (its fields: {})", entry,
+               k, parts[0], fields_of(f.kind));
       if (k == "rank") f.rank = number<int>(entry, k, v);
-      else if (k == "seg") f.seg = std::string(v);
+      else if (k == "seg") f.seg = std::string(v), has_seg = true;
       else if (k == "ratio") f.ratio = number<double>(entry, k, v);
       else if (k == "from") f.from = number<int>(entry, k, v);
-      else if (k == "step") f.step = number<int>(entry, k, v);
+      else if (k == "step") f.step = number<int>(entry, k, v), has_step = true;
       else if (k == "seconds") f.seconds = number<double>(entry, k, v);
-      else MS_CHECK(false, "MEGASCALE_FAULT entry '{}': unknown field '{}'", entry, k);
+      else if (k == "code") f.code = number<int>(entry, k, v);
+      else if (k == "host") f.host = number<int>(entry, k, v), has_host = true;
+      else f.attempt = parse_attempt("MEGASCALE_FAULT", entry, v);
     }
-    MS_CHECK(f.rank >= 0, "MEGASCALE_FAULT entry '{}': rank=R is required", entry);
+    if (has_seg) MS_CHECK(!f.seg.empty(), "MEGASCALE_FAULT entry '{}': seg is empty", entry);
+    if (f.kind == "selfcheck") {
+      MS_CHECK(has_host && f.host >= 0, "MEGASCALE_FAULT entry '{}': selfcheck needs host=H (>= 0)", entry);
+      out.push_back(f);
+      continue;
+    }
+    MS_CHECK(f.rank >= 0, "MEGASCALE_FAULT entry '{}': rank=R (>= 0) is required", entry);
     if (f.kind == "slow")
       MS_CHECK(!f.seg.empty() && f.ratio > 0 && f.ratio <= 100, "MEGASCALE_FAULT entry '{}': slow needs seg=NAME and "
                "ratio in (0, 100]", entry);
     else
-      MS_CHECK(f.step >= 1, "MEGASCALE_FAULT entry '{}': {} needs step=N (>= 1)", entry, f.kind);
+      MS_CHECK(has_step && f.step >= 1, "MEGASCALE_FAULT entry '{}': {} needs step=N (>= 1)", entry, parts[0]);
     if (f.kind == "sleep")
       MS_CHECK(f.seconds > 0 && f.seconds <= 86400, "MEGASCALE_FAULT entry '{}': sleep needs seconds in (0, 86400]", entry);
+    if (f.kind == "exit")
+      MS_CHECK(f.code >= 0 && f.code <= 255, "MEGASCALE_FAULT entry '{}': code={} is not in [0, 255]", entry, f.code);
     out.push_back(f);
   }
   return out;
@@ -82,37 +200,81 @@ std::vector<FaultSpec> parse_faults(std::string_view text) {
 
 void init_faults(int rank) {
   const char* env = std::getenv("MEGASCALE_FAULT");
-  auto* mine = new std::vector<FaultSpec>();
+  auto a = std::make_unique<Active>();
+  a->rank = rank;
+  a->attempt = restart_attempt();
   if (env)
     for (const FaultSpec& f : parse_faults(env))
-      if (f.rank == rank) mine->push_back(f);
-  bool slow = false;
-  for (const FaultSpec& f : *mine) slow |= f.kind == "slow";
-  delete g_faults;
-  g_faults = mine;
+      if (f.kind != "selfcheck" && f.rank == rank && attempt_applies(f.attempt, a->attempt)) a->faults.push_back(f);
+  a->fired = std::make_unique<std::atomic<bool>[]>(a->faults.size());
+  bool slow = false, span = false;
+  for (const FaultSpec& f : a->faults) {
+    slow |= f.kind == "slow";
+    span |= (f.kind == "crash" || f.kind == "hang") && !f.seg.empty();
+  }
+  // Never freed: a span on another thread may still read the previous set.
+  static std::vector<std::unique_ptr<Active>>* kept = new std::vector<std::unique_ptr<Active>>();
+  g_active.store(a.get(), std::memory_order_release);
+  kept->push_back(std::move(a));
+  g_slow_reported.store(-1);
   g_slow.store(slow, std::memory_order_release);
+  fault_detail::span_faults.store(span, std::memory_order_release);
 }
 
 bool slow_faults_set() { return g_slow.load(std::memory_order_acquire); }
 
 void fault_at_step_start(int step) {
-  if (!g_faults) return;
-  for (const FaultSpec& f : *g_faults) {
-    if (f.step != step) continue;
+  Active* a = active();
+  if (!a) return;
+  for (size_t i = 0; i < a->faults.size(); i++) {
+    const FaultSpec& f = a->faults[i];
+    if (f.step != step || !f.seg.empty() || f.kind == "slow" || f.kind == "nan") continue;
+    if (a->fired[i].exchange(true)) continue;
     if (f.kind == "sleep") {
-      const std::string what = fmt::format("sleep {:.1f} s at the start of step {}", f.seconds, step);
-      logger().warn("fault injected (MEGASCALE_FAULT): {}", what);
-      record_event("fault injected", what);
-      flush_active_recorder();
+      announce(fmt::format("sleep {:.1f} s", f.seconds), where(a->rank, step, {}), a->attempt);
       std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
-    } else if (f.kind == "stop") {
-      const std::string what = fmt::format("SIGSTOP at the start of step {}", step);
-      logger().warn("fault injected (MEGASCALE_FAULT): {}", what);
-      record_event("fault injected", what);
-      flush_active_recorder();
-      ::kill(::getpid(), SIGSTOP);
+    } else {
+      act(f, *a, step, {});
     }
   }
+}
+
+void fault_at_span_start(std::string_view seg) {
+  if (!fault_detail::span_faults.load(std::memory_order_acquire)) return;
+  Active* a = active();
+  if (!a) return;
+  const int step = TraceSink::get().step();
+  for (size_t i = 0; i < a->faults.size(); i++) {
+    const FaultSpec& f = a->faults[i];
+    if (f.seg.empty() || f.step != step || f.seg != seg || (f.kind != "crash" && f.kind != "hang")) continue;
+    if (a->fired[i].exchange(true)) continue;
+    act(f, *a, step, seg);
+  }
+}
+
+bool fault_nan_loss(int step) {
+  Active* a = active();
+  if (!a) return false;
+  bool nan = false;
+  for (size_t i = 0; i < a->faults.size(); i++) {
+    const FaultSpec& f = a->faults[i];
+    if (f.kind != "nan" || f.step != step) continue;
+    if (!a->fired[i].exchange(true)) announce("nan (the local loss becomes NaN)", where(a->rank, step, {}), a->attempt);
+    nan = true;
+  }
+  return nan;
+}
+
+bool fault_fails_selfcheck(int host_index) {
+  const char* env = std::getenv("MEGASCALE_FAULT");
+  if (!env || !*env) return false;
+  const int attempt = restart_attempt();
+  for (const FaultSpec& f : parse_faults(env))
+    if (f.kind == "selfcheck" && f.host == host_index && attempt_applies(f.attempt, attempt)) {
+      announce("selfcheck (the self-check fails)", fmt::format("on host {}", host_index), attempt);
+      return true;
+    }
+  return false;
 }
 
 void fault_slow_down(int64_t cpu_ns) {
@@ -124,16 +286,16 @@ void fault_slow_down(int64_t cpu_ns) {
 }
 
 int64_t fault_extra_ns(std::string_view seg, int64_t ns) {
-  if (!g_slow.load(std::memory_order_acquire) || !g_faults) return 0;
+  if (!g_slow.load(std::memory_order_acquire)) return 0;
+  Active* a = active();
+  if (!a) return 0;
   const int step = TraceSink::get().step();
-  for (const FaultSpec& f : *g_faults) {
+  for (const FaultSpec& f : a->faults) {
     if (f.kind != "slow" || f.seg != seg || step < f.from) continue;
-    if (g_slow_reported.exchange(step) < f.from) {  // once, when it first applies
-      const std::string what = fmt::format("every {} span does {:.0f}% more work from step {}", f.seg, f.ratio * 100,
-                                           std::max(step, f.from));
-      logger().warn("fault injected (MEGASCALE_FAULT): {}", what);
-      record_event("fault injected", what);
-    }
+    if (g_slow_reported.exchange(step) < f.from)  // once, when it first applies
+      announce(fmt::format("slow (every {} span does {:.0f}% more work from step {})", f.seg, f.ratio * 100,
+                           std::max(step, f.from)),
+               where(a->rank, step, f.seg), a->attempt);
     return static_cast<int64_t>(static_cast<double>(ns) * f.ratio);
   }
   return 0;

@@ -12,7 +12,7 @@
 #include <algorithm>  // std::max
 
 #include "base/clock.h"  // steady_ns
-#include "obs/fault_injection.h"  // slow_faults_set, fault_extra_ns
+#include "obs/fault_injection.h"  // slow_faults_set, fault_extra_ns, span_faults_set, fault_at_span_start
 
 namespace ms {
 
@@ -57,6 +57,8 @@ TraceRecord& TraceSink::claim_slot(Ring& g, uint64_t& id) {
 }
 
 uint64_t TraceSink::open(TraceTrack track, TraceRecord r) {
+  // An injected crash / hang at a collective's segment (compute spans: TraceScope), before any lock.
+  if (track == TraceTrack::kComm && span_faults_set()) fault_at_span_start(r.seg);
   Ring& g = ring(track);
   r.step = step_.load(std::memory_order_relaxed);
   std::lock_guard lk(g.m);
@@ -201,6 +203,7 @@ std::string_view comm_segment(std::string_view group, std::string_view op) {
 }
 
 TraceScope::TraceScope(std::string_view name) : id_(TraceSink::kNoId), start_(0), seg_(span_segment(name)) {
+  if (span_faults_set()) fault_at_span_start(seg_);  // an injected crash / hang (obs/fault_injection.h)
   TraceSink& sink = TraceSink::get();
   const bool on = sink.enabled(TraceTrack::kCompute);
   if (!on && !slow_faults_set()) return;

@@ -14,6 +14,7 @@
 
 #include "base/check.h"  // MS_CHECK
 #include "base/clock.h"  // steady_ns
+#include "obs/run_recorder.h"  // flush_active_recorder
 
 namespace ms {
 namespace {
@@ -180,6 +181,12 @@ void Watchdog::fatal(HangDumpKind kind, const std::string& what) {
   std::fprintf(stderr, "megascale: %s: communication %s: %s; hang dump: %s; ending with exit code %d\n",
                rank_text().c_str(), kind == HangDumpKind::kTimeout ? "hang" : "failure", what.c_str(), where.c_str(),
                kHangExitCode);
+  // The records so far (the steps this rank completed) reach the file: the driver counts the steps
+  // a restart repeats from them.
+  try {
+    flush_active_recorder();
+  } catch (...) {
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   if (opt_.end_process) opt_.end_process(kHangExitCode);

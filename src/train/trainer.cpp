@@ -1,12 +1,14 @@
 // trainer.cpp: see trainer.h.
 #include "train/trainer.h"
 
-#include <cmath>  // std::isfinite, std::sqrt
+#include <algorithm>  // std::fill_n
+#include <cmath>  // std::isfinite, std::sqrt, std::nan
 #include <cstring>  // std::memcpy
 
 #include "base/check.h"                // MS_CHECK
 #include "base/clock.h"                // Stopwatch
 #include "comm/communicator.h"        // Communicator
+#include "obs/fault_injection.h"       // fault_nan_loss
 #include "obs/trace_sink.h"            // TraceScope
 #include "optim/decay_policy.h"        // optimizer_tensors
 #include "optim/grad_norm.h"           // grad_sq_sum, clip_scale
@@ -177,8 +179,18 @@ StepStats Trainer::train_step(const MicroBatches& next_micro_batch) {
   }
   // The loss exists on the last stage: summed over data parallelism there, then over the
   // pipeline (0 + ... + loss: exact), so every rank reports the same value.
-  const double dp_loss = chunks_[0].zero ? chunks_[0].zero->sum_across_ranks(loss_sum) : loss_sum;
+  // MEGASCALE_FAULT nan (obs/fault_injection.h): this rank's local loss of the step is NaN.
+  const double local_loss = fault_nan_loss(s.step) ? std::nan("") : loss_sum;
+  const double dp_loss = chunks_[0].zero ? chunks_[0].zero->sum_across_ranks(local_loss) : local_loss;
   s.loss = static_cast<float>(pp_sum(dp_loss) / (static_cast<double>(A) * dp_size_));
+  // A non-finite loss (known to its data-parallel and pipeline peers) poisons these ranks' gradients,
+  // as its backward would: the norm's sums carry it to the tensor-parallel peers too, so every rank
+  // stops at the check below (an injected NaN; a real one has made the gradients NaN already).
+  if (!std::isfinite(s.loss))
+    for (Chunk& k : chunks_) {
+      if (k.zero) std::fill_n(k.zero->shard_grads(), k.zero->layout().local_size(), std::nanf(""));
+      else std::fill_n(k.model->grads(), k.model->num_params(), std::nanf(""));
+    }
   // Sequence parallelism: LayerNorm and position-embedding gradients are partial over the TP group.
   for (Chunk& k : chunks_)
     if (k.tp) k.tp->all_reduce_partial_grads(k.zero ? k.zero->shard_grads() : k.model->grads(), k.partial_views);

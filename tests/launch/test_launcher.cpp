@@ -3,6 +3,7 @@
 // signal forwarding, the file and redis stores (created and removed), and rejected options; and
 // `megascale bench comm` on a few ranks (its workers check every result against a closed form).
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -11,18 +12,21 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
 #include "bench_comm.h"
 #include "launch/launcher.h"
+#include "common/processes.h"
 #include "common/test_util.h"
 
 namespace {
 
 using ms::testing::CmdResult;
 using ms::testing::run_cmd;
+namespace fs = std::filesystem;
 
 const std::string kBin = MEGASCALE_BINARY;
 
@@ -55,6 +59,24 @@ std::string q(const std::string& s) {
 
 std::string launch(const std::string& opts, const std::string& script) {
   return kBin + " launch " + opts + " -- /bin/sh -c " + q(script);
+}
+
+template <class F>
+bool eventually(F pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+// The numbers after "<key>" in the rank lines of out ("[rank 1] pid 123" -> 123 for key "pid ").
+std::vector<long> numbers_after(const std::string& out, const std::string& key) {
+  std::vector<long> v;
+  for (const auto& [k, rest] : rank_lines(out))
+    if (rest.rfind(key, 0) == 0) v.push_back(std::stol(rest.substr(key.size())));
+  return v;
 }
 
 class Launcher : public ms::testing::TempDirTest {
@@ -199,7 +221,7 @@ TEST_F(Launcher, SignalsAreForwarded) {
 TEST_F(Launcher, RedisStoreIsStartedAndStopped) {
   // Every rank pings the server and prints its pid; after the launch the server must be gone.
   const std::string script =
-      "echo store $MEGASCALE_STORE; redis-cli -u $MEGASCALE_STORE ping; "
+      "echo store $MEGASCALE_STORE; export REDISCLI_AUTH=$MEGASCALE_STORE_PASSWORD; redis-cli -u $MEGASCALE_STORE ping; "
       "redis-cli -u $MEGASCALE_STORE info server | tr -d '\\r' | grep '^process_id:'";
   CmdResult r = run_cmd(launch("--nproc 2 --store redis --run-dir " + dir_.string(), script));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -222,6 +244,133 @@ TEST_F(Launcher, RedisStoreIsStartedAndStopped) {
   CmdResult r2 = run_cmd(launch("--nproc 1 --store redis://10.1.2.3:7777", "echo store $MEGASCALE_STORE"));
   ASSERT_EQ(r2.code, 0) << r2.output;
   EXPECT_NE(r2.output.find("[rank 0] store redis://10.1.2.3:7777"), std::string::npos) << r2.output;
+}
+
+TEST_F(Launcher, SigkilledLauncherLeavesNothingBehind) {
+  // The launcher is SIGKILLed while its ranks (a shell and its background sleep each) run: the ranks
+  // die with it (parent-death signal), the janitor kills their process groups (the sleeps) and the
+  // redis-server's, and removes the store and launch folders.
+  for (const std::string store : {"file", "redis"}) {
+    SCOPED_TRACE(store);
+    const fs::path run_dir = dir_ / ("run-" + store);
+    fs::create_directories(run_dir);
+    const std::string out = path("out-" + store + ".txt");
+    std::string script = "echo pid $$; sleep 60 & echo gc $!; ";
+    if (store == "redis")
+      script += "REDISCLI_AUTH=$MEGASCALE_STORE_PASSWORD redis-cli -u $MEGASCALE_STORE info server | tr -d '\\r' | "
+                "grep '^process_id:'; ";
+    script += "echo ready; wait";
+    ms::testing::Proc p = ms::testing::spawn({kBin, "launch", "--nproc", "2", "--store", store, "--run-dir",
+                                              run_dir.string(), "--dashboard-port", "-1", "--", "/bin/sh", "-c", script},
+                                             {}, out);
+    ASSERT_GT(p.pid, 0);
+    const bool ready = eventually([&] {
+      const std::string o = p.output();
+      return o.find("[rank 0] ready") != std::string::npos && o.find("[rank 1] ready") != std::string::npos;
+    }, 60);
+    const std::string text = p.output();
+    std::vector<long> pids = numbers_after(text, "pid "), gcs = numbers_after(text, "gc "),
+                      servers = numbers_after(text, "process_id:");
+    if (!ready || pids.size() != 2 || gcs.size() != 2 || (store == "redis" && servers.size() != 2)) {
+      ::kill(p.pid, SIGTERM);
+      int st;
+      ::waitpid(p.pid, &st, 0);
+      FAIL() << "the ranks did not start: " << text;
+    }
+    pids.insert(pids.end(), gcs.begin(), gcs.end());
+    if (store == "redis") pids.push_back(servers[0]);
+    for (long pid : pids) EXPECT_TRUE(alive(pid)) << pid;
+    EXPECT_FALSE(fs::is_empty(run_dir)) << "the store and launch folders exist during the launch";
+
+    ASSERT_EQ(::kill(p.pid, SIGKILL), 0);
+    int st = 0;
+    ASSERT_EQ(::waitpid(p.pid, &st, 0), p.pid);
+    const bool clean = eventually([&] {
+      for (long pid : pids)
+        if (alive(pid)) return false;
+      return fs::is_empty(run_dir);
+    }, 10);
+    for (long pid : pids) EXPECT_FALSE(alive(pid)) << "process " << pid << " outlived the SIGKILLed launcher";
+    EXPECT_TRUE(fs::is_empty(run_dir)) << "folders left behind";
+    EXPECT_TRUE(clean) << p.output();
+    EXPECT_NE(p.output().find("megascale janitor: owner"), std::string::npos) << p.output();
+    for (long pid : pids) ::kill((pid_t)pid, SIGKILL);  // only if a check above failed
+  }
+}
+
+TEST_F(Launcher, RedisStorePasswordStaysSecret) {
+  // Each rank has MEGASCALE_STORE_PASSWORD (it writes it to a file instead of printing it); an
+  // unauthenticated PING gets NOAUTH; redis-server's command line (what ps shows) has no password,
+  // only its config file, which is 0600 in a 0700 folder. The launcher's output never shows it.
+  const fs::path run_dir = dir_ / "run";
+  fs::create_directories(run_dir);
+  const std::string r = run_dir.string(), d = dir_.string();
+  const std::string script =
+      "printf %s \"$MEGASCALE_STORE_PASSWORD\" > " + d + "/pw.$RANK; "
+      "echo set $(env | grep -c '^MEGASCALE_STORE_PASSWORD='); "
+      "echo noauth $(redis-cli -u $MEGASCALE_STORE ping); "
+      "pid=$(REDISCLI_AUTH=$MEGASCALE_STORE_PASSWORD redis-cli -u $MEGASCALE_STORE info server | tr -d '\\r' | "
+      "grep '^process_id:' | cut -d: -f2); echo server $pid; "
+      "tr '\\0' ' ' < /proc/$pid/cmdline > " + d + "/cmdline.$RANK; "
+      "tr '\\0' ' ' < /proc/$pid/environ > " + d + "/environ.$RANK; "
+      "echo mode $(stat -c %a " + r + "/redis-*) $(stat -c %a " + r + "/redis-*/redis.conf) $(stat -c %a " + r +
+      "/launch-*)";
+  CmdResult res = run_cmd(launch("--nproc 2 --store redis --run-dir " + r, script));
+  ASSERT_EQ(res.code, 0) << res.output;
+  const std::string pw = ms::testing::slurp(d + "/pw.0");
+  EXPECT_EQ(pw, ms::testing::slurp(d + "/pw.1")) << "every rank gets the same password";
+  EXPECT_GE(pw.size(), 32u);
+  EXPECT_TRUE(std::regex_match(pw, std::regex("[0-9a-f]+"))) << pw;
+  EXPECT_EQ(res.output.find(pw), std::string::npos) << "the password is in the launcher's output";
+  int set = 0, noauth = 0, modes = 0;
+  for (const auto& [k, rest] : rank_lines(res.output)) {
+    if (rest == "set 1") set++;
+    if (rest.rfind("noauth ", 0) == 0) {
+      EXPECT_NE(rest.find("NOAUTH"), std::string::npos) << rest;
+      noauth++;
+    }
+    if (rest.rfind("mode ", 0) == 0) {
+      EXPECT_EQ(rest, "mode 700 600 700") << "redis folder, its config file, launch folder";
+      modes++;
+    }
+  }
+  EXPECT_EQ(set, 2) << res.output;
+  EXPECT_EQ(noauth, 2) << res.output;
+  EXPECT_EQ(modes, 2) << res.output;
+  const std::string cmdline = ms::testing::slurp(d + "/cmdline.0");
+  EXPECT_NE(cmdline.find("redis-server"), std::string::npos) << cmdline;  // redis rewrites its argv: "... 127.0.0.1:PORT"
+  EXPECT_EQ(cmdline.find(pw), std::string::npos) << "the password is on redis-server's command line: " << cmdline;
+  const std::string environ_text = ms::testing::slurp(d + "/environ.0");
+  EXPECT_FALSE(environ_text.empty());
+  EXPECT_EQ(environ_text.find(pw), std::string::npos) << "the password is in redis-server's environment";
+  EXPECT_TRUE(fs::is_empty(run_dir)) << "the redis folder (and its config file) must be removed";
+}
+
+TEST_F(Launcher, FileStoreFolderIsPrivate) {
+  CmdResult r = run_cmd("umask 000; " + launch("--nproc 2 --run-dir " + dir_.string(),
+                                               "echo mode $(stat -c %a ${MEGASCALE_STORE#file:} $MEGASCALE_LAUNCH_DIR)"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  int modes = 0;
+  for (const auto& [k, rest] : rank_lines(r.output))
+    if (rest.rfind("mode ", 0) == 0) {
+      EXPECT_EQ(rest, "mode 700 700") << "store and launch folders";
+      modes++;
+    }
+  EXPECT_EQ(modes, 2) << r.output;
+}
+
+TEST_F(Launcher, SuccessEndsWhatTheRanksLeftBehind) {
+  // Every rank exits 0 at once, leaving a background sleep in its process group: the launch succeeds
+  // and the sleeps are gone with it.
+  CmdResult r = run_cmd(launch("--nproc 2", "sleep 60 >/dev/null 2>&1 & echo gc $!; exit 0"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<long> gcs = numbers_after(r.output, "gc ");
+  ASSERT_EQ(gcs.size(), 2u) << r.output;
+  EXPECT_TRUE(eventually([&] { return !alive(gcs[0]) && !alive(gcs[1]); }, 5));
+  for (long pid : gcs) {
+    EXPECT_FALSE(alive(pid)) << "a rank's grandchild " << pid << " outlived a successful launch";
+    ::kill((pid_t)pid, SIGKILL);
+  }
 }
 
 TEST_F(Launcher, BadOptionsAreRejected) {

@@ -1,0 +1,83 @@
+// host_launcher: see host_launcher.h.
+#include "launch/host_launcher.h"
+
+#include <charconv>
+#include <sstream>
+
+#include "base/check.h"
+
+namespace ms::launch {
+
+namespace {
+
+bool is_local(const std::string& name) { return name == "localhost" || name == "127.0.0.1" || name == "local"; }
+
+class PrefixLauncher : public HostLauncher {
+ public:
+  explicit PrefixLauncher(std::string spec) {
+    std::istringstream in(spec);
+    std::string w;
+    while (in >> w) words_.push_back(w);
+    MS_CHECK(!words_.empty(), "--host-launcher: empty command");
+  }
+  std::vector<std::string> wrap(const HostSpec& host, const std::vector<std::string>& argv) const override {
+    if (host.local) return argv;
+    std::vector<std::string> out;
+    for (std::string w : words_) {
+      for (size_t at; (at = w.find("{host}")) != std::string::npos;) w.replace(at, 6, host.name);
+      out.push_back(w);
+    }
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+
+ private:
+  std::vector<std::string> words_;
+};
+
+class LocalLauncher : public HostLauncher {
+ public:
+  std::vector<std::string> wrap(const HostSpec& host, const std::vector<std::string>& argv) const override {
+    MS_CHECK(host.local, "host '{}' is not this machine: give --host-launcher a command that reaches it, e.g. "
+             "\"ssh -o BatchMode=yes {{host}}\"", host.name);
+    return argv;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<HostLauncher> make_host_launcher(const std::string& spec) {
+  if (spec.empty() || spec == "local") return std::make_unique<LocalLauncher>();
+  MS_CHECK(spec.find("{host}") != std::string::npos, "--host-launcher '{}' must contain {{host}} (or be 'local')", spec);
+  return std::make_unique<PrefixLauncher>(spec);
+}
+
+std::vector<HostSpec> parse_hosts(const std::string& text) {
+  std::vector<HostSpec> hosts;
+  std::istringstream in(text);
+  std::string entry;
+  while (std::getline(in, entry, ',')) {
+    MS_CHECK(!entry.empty(), "--hosts '{}': an empty entry", text);
+    int copies = 1;
+    if (const size_t star = entry.find('*'); star != std::string::npos) {
+      const std::string k = entry.substr(star + 1);
+      const auto r = std::from_chars(k.data(), k.data() + k.size(), copies);
+      MS_CHECK(r.ec == std::errc() && r.ptr == k.data() + k.size() && copies >= 1 && copies <= 1024,
+               "--hosts entry '{}': the count after * must be 1..1024", entry);
+      entry = entry.substr(0, star);
+      MS_CHECK(!entry.empty(), "--hosts '{}': an empty host name", text);
+    }
+    for (int i = 0; i < copies; i++) {
+      HostSpec h;
+      h.index = (int)hosts.size();
+      h.name = entry;
+      h.local = is_local(entry);
+      h.address = h.local ? "127.0.0.1" : entry;
+      hosts.push_back(h);
+    }
+  }
+  MS_CHECK(!hosts.empty(), "--hosts: no host given");
+  return hosts;
+}
+
+}  // namespace ms::launch

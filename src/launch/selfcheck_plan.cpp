@@ -1,0 +1,80 @@
+// selfcheck_plan: see selfcheck_plan.h.
+#include "launch/selfcheck_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
+
+namespace ms::launch {
+
+std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector<int>& hosts) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  const size_t n = hosts.size();
+  if (n < 2) return rounds;
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t i = 0; i < (n == 2 ? 1 : n); i++) pairs.emplace_back(hosts[i], hosts[(i + 1) % n]);
+  // Greedy: each round takes every pair whose hosts are still free in it.
+  std::vector<bool> placed(pairs.size(), false);
+  size_t left = pairs.size();
+  while (left > 0) {
+    std::vector<std::pair<int, int>> round;
+    std::vector<int> busy;
+    for (size_t i = 0; i < pairs.size(); i++) {
+      if (placed[i]) continue;
+      const auto [a, b] = pairs[i];
+      if (std::find(busy.begin(), busy.end(), a) != busy.end() || std::find(busy.begin(), busy.end(), b) != busy.end())
+        continue;
+      round.push_back(pairs[i]);
+      busy.push_back(a), busy.push_back(b);
+      placed[i] = true;
+      left--;
+    }
+    rounds.push_back(round);
+  }
+  return rounds;
+}
+
+std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, double gemm_margin) {
+  std::vector<double> speeds;
+  for (const auto& c : checks)
+    if (c.ran && c.gemm_ok && c.gemm_gflops > 0) speeds.push_back(c.gemm_gflops);
+  double median = 0;
+  if (!speeds.empty()) {
+    std::sort(speeds.begin(), speeds.end());
+    median = speeds[speeds.size() / 2];
+  }
+  std::map<int, bool> own_ok;
+  std::vector<HostVerdict> out;
+  for (const auto& c : checks) {
+    HostVerdict v{c.host, true, ""};
+    if (!c.ran) v = {c.host, false, "its self-check processes did not report"};
+    else if (!c.gemm_ok) v = {c.host, false, "GEMM check: wrong result" + (c.detail.empty() ? "" : " (" + c.detail + ")")};
+    else if (median > 0 && c.gemm_gflops < (1.0 - gemm_margin) * median)
+      v = {c.host, false, fmt::format("GEMM check: {:.1f} GFLOP/s, below {:.0f}% of the hosts' median {:.1f} GFLOP/s",
+                                      c.gemm_gflops, 100.0 * (1.0 - gemm_margin), median)};
+    else if (!c.allreduce_ok)
+      v = {c.host, false, "all-reduce among its ranks failed" + (c.detail.empty() ? "" : ": " + c.detail)};
+    own_ok[c.host] = v.ok;
+    out.push_back(v);
+  }
+  for (auto& v : out) {
+    if (!v.ok) continue;
+    const auto& c = *std::find_if(checks.begin(), checks.end(), [&](const HostCheck& x) { return x.host == v.host; });
+    if (c.pairs.empty()) continue;
+    bool any_pass = false, partners_ok = true;
+    std::vector<int> partners;
+    for (const auto& [p, ok] : c.pairs) {
+      any_pass = any_pass || ok;
+      partners_ok = partners_ok && own_ok.count(p) && own_ok[p];
+      partners.push_back(p);
+    }
+    if (!any_pass && partners_ok)
+      v = {v.host, false, fmt::format("all-reduce with its neighbour host(s) {} failed while they passed their own checks",
+                                      fmt::join(partners, ", "))};
+  }
+  return out;
+}
+
+}  // namespace ms::launch

@@ -1,0 +1,40 @@
+// selfcheck_plan: which self-checks the driver runs on which hosts after a fault, and how it judges
+// them (launch-internal; docs/reliability.md "Self-checks"). MegaScale's order, on our hardware:
+//  1. every host on its own: a GEMM check on one process (right result; speed compared with the
+//     other hosts) and an all-reduce among the host's `nproc` processes (right sum, bandwidth);
+//  2. neighbours: an all-reduce between each host and the next one in the list (a ring), run in
+//     rounds of disjoint pairs so that no host is in two groups at once.
+// Judgment: a host fails when its GEMM result is wrong, its GEMM speed is below (1 - margin) x the
+// median of the hosts, its own all-reduce failed, or every pair it was in failed while each partner
+// passed its own checks (so one bad host does not take its good neighbours down with it).
+// Pure logic: unit-tested without processes.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ms::launch {
+
+// Ring neighbours of `hosts` (in the given order) as rounds of disjoint pairs: 2 hosts -> one pair,
+// 3 -> three rounds of one pair, 4 -> {(0,1),(2,3)} then {(1,2),(3,0)}, ...; fewer than 2 -> none.
+std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector<int>& hosts);
+
+struct HostCheck {
+  int host = -1;
+  bool ran = false;          // the host's own round reported (false: its processes never reported)
+  bool gemm_ok = false;
+  double gemm_gflops = 0;
+  bool allreduce_ok = false;
+  std::string detail;        // the checks' own words for a failure ("all-reduce of 1 MiB: expected 6, got 7")
+  std::vector<std::pair<int, bool>> pairs;  // (partner host, passed)
+};
+
+struct HostVerdict {
+  int host = -1;
+  bool ok = true;
+  std::string why;  // for a failure: what failed, in words
+};
+
+std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, double gemm_margin);
+
+}  // namespace ms::launch
