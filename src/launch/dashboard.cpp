@@ -110,6 +110,11 @@ void Dashboard::poll_now() {
   poll_once();
 }
 
+void Dashboard::restart_records() {
+  std::lock_guard lk(poll_mu_);
+  tail_->records.reset();
+}
+
 void Dashboard::poll_once() {
   Tail& t = *tail_;
   try {

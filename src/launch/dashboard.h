@@ -49,6 +49,9 @@ class Dashboard {
   JobStatus& status() { return status_; }
   // Reads run.json and the records once more now (the launch ended: the last records are in).
   void poll_now();
+  // A new attempt of a driven job: its ranks write fresh record files (the previous attempt's were
+  // moved aside): read run.json and the records from their start again.
+  void restart_records();
 
  private:
   void poll_once();

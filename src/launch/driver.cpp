@@ -260,6 +260,7 @@ class Driver {
   void step_loop() {
     pump(std::chrono::milliseconds(100));
     const auto now = Clock::now();
+    if (dash_ && now - published_ > std::chrono::milliseconds(500)) publish_state(now);
     switch (phase_) {
       case Phase::kRunning: watch_running(now); break;
       case Phase::kStopping:
@@ -404,6 +405,7 @@ class Driver {
     progress_.start(now);
     traffic_.start(now);
     events_->log("attempt_start", {{"attempt", attempt_}, {"hosts", used}, {"world", world_}});
+    if (dash_ && attempt_ > 0) dash_->restart_records();
     dlog().info("attempt {}: {} rank(s) on host(s) {}", attempt_, world_, fmt::join(used, ", "));
     for (Host& h : hosts_) {
       if (!h.active) continue;
@@ -718,6 +720,22 @@ class Driver {
     start_attempt();
   }
 
+  // The dashboard's view of the driver (job_status.h set_driver).
+  void publish_state(Clock::time_point now) {
+    published_ = now;
+    json hosts = json::array();
+    for (const Host& h : hosts_)
+      hosts.push_back({{"index", h.spec.index}, {"name", h.spec.name},
+                       {"state", h.excluded ? "excluded" : h.active ? "active" : "spare"},
+                       {"reason", h.excluded_why}, {"executor_alive", h.alive}});
+    json events = events_->all();
+    if (events.size() > 20) events = json(std::vector<json>(events.end() - 20, events.end()));
+    static const char* phases[] = {"running", "stopping", "self-check", "draining", "done"};
+    dash_->status().set_driver({{"attempt", attempt_}, {"faults", result_.faults}, {"restarts", result_.restarts},
+                                {"phase", phases[(int)phase_]}, {"world", world_}, {"hosts", hosts},
+                                {"events", events}, {"log", events_->path()}});
+  }
+
   // ---- the end --------------------------------------------------------------------------------
 
   void end_job(int code, const std::string& reason) {
@@ -740,6 +758,7 @@ class Driver {
   }
 
   void finish() {
+    if (dash_) publish_state(Clock::now());
     for (Host& h : hosts_)
       if (h.alive) send(h, {{"cmd", "exit"}});
     for (Host& h : hosts_) end_executor(h, false);
@@ -783,7 +802,7 @@ class Driver {
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<Dashboard> dash_;
   Phase phase_ = Phase::kRunning;
-  Clock::time_point start_{}, stop_started_{}, check_started_{}, round_started_{};
+  Clock::time_point start_{}, stop_started_{}, check_started_{}, round_started_{}, published_{};
   int attempt_ = 0, world_ = 0, job_step_ = 0, stop_signal_ = 0, same_count_ = 0, steps_repeated_ = 0;
   bool resumed_logged_ = false, shrink_logged_ = false, startup_error_ = false;
   Clock::time_point first_failure_{};  // the attempt's first failed rank seen

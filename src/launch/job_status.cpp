@@ -318,7 +318,13 @@ nlohmann::json JobStatus::status_json() const {
           {"history", std::move(hist)},
           {"ranks", std::move(ranks)},
           {"heatmap", std::move(heat)},
-          {"stragglers", std::move(stragglers)}};
+          {"stragglers", std::move(stragglers)},
+          {"driver", driver_}};
+}
+
+void JobStatus::set_driver(nlohmann::json state) {
+  std::lock_guard lock(mu_);
+  driver_ = std::move(state);
 }
 
 std::string JobStatus::prometheus_text() const {
@@ -368,6 +374,20 @@ std::string JobStatus::prometheus_text() const {
   w.family("megascale_stragglers", "gauge", "chronic stragglers (rank, segment pairs) in the window");
   w.sample("megascale_stragglers", "",
            (double)std::count_if(h.stragglers.begin(), h.stragglers.end(), [](const Straggler& s) { return s.chronic; }));
+  if (driver_.is_object()) {  // the driver's counters (driver.h)
+    auto number = [&](const char* key) { return driver_.contains(key) && driver_[key].is_number() ? driver_[key].get<double>() : 0.0; };
+    w.family("megascale_faults_total", "counter", "faults the driver detected");
+    w.sample("megascale_faults_total", "", number("faults"));
+    w.family("megascale_restarts_total", "counter", "automatic restarts from a checkpoint");
+    w.sample("megascale_restarts_total", "", number("restarts"));
+    w.family("megascale_attempt", "gauge", "the current attempt (0 = the first start)");
+    w.sample("megascale_attempt", "", number("attempt"));
+    w.family("megascale_hosts", "gauge", "hosts by state (active, spare, excluded)");
+    std::map<std::string, int> by_state = {{"active", 0}, {"spare", 0}, {"excluded", 0}};
+    if (driver_.contains("hosts") && driver_["hosts"].is_array())
+      for (const auto& hst : driver_["hosts"]) by_state[hst.value("state", std::string("spare"))]++;
+    for (const auto& [state, n] : by_state) w.sample("megascale_hosts", fmt::format("state=\"{}\"", prom_label(state)), n);
+  }
   return w.out;
 }
 

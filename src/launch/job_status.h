@@ -49,6 +49,12 @@ class JobStatus {
   // A failure to read the run (run.json or a record line); empty clears it.
   void set_error(const std::string& error);
 
+  // ---- the driver's side (driver.h; absent for a single-machine launch) ----
+  // The job's robustness state, shown as "driver" in status_json() and as metrics: `attempt`,
+  // `faults`, `restarts` (numbers), `hosts` (each with index, name, state: active / spare /
+  // excluded, and the reason), `events` (the latest event-log entries).
+  void set_driver(nlohmann::json state);
+
   // ---- the views ----
   nlohmann::json status_json() const;
   std::string prometheus_text() const;
@@ -102,6 +108,7 @@ class JobStatus {
   int exit_code_ = 0;
   std::string failure_;
   double end_elapsed_s_ = 0;
+  nlohmann::json driver_;  // null without a driver
 };
 
 }  // namespace ms::launch

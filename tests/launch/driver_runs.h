@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -109,31 +110,36 @@ class DriverJob {
 
   // The launch command of run `name` (without its environment).
   std::vector<std::string> argv(const std::string& name, const std::string& hosts, int nproc,
-                                const std::vector<std::string>& extra_launch = {}) const {
+                                const std::vector<std::string>& extra_launch = {},
+                                const std::vector<std::string>& extra_train = {}) const {
     std::vector<std::string> a = {MEGASCALE_BINARY, "launch", "--hosts", hosts, "--nproc-per-host", std::to_string(nproc),
-                                  "--log-dir", dir_ + "/" + name + "-logs", "--run-dir", dir_ + "/" + name + "-tmp",
-                                  "--dashboard-port", "-1", "--heartbeat", "0.2", "--heartbeat-timeout", "5",
-                                  "--stall-min", "4", "--stall-factor", "10", "--startup-timeout", "60",
-                                  "--traffic-timeout", "0", "--stop-grace", "2"};
+                                  "--log-dir", dir_ + "/" + name + "-logs", "--run-dir", dir_ + "/" + name + "-tmp"};
+    // Fast heartbeats and limits sized for steps of milliseconds; extra_launch may override them.
+    const std::vector<std::pair<std::string, std::string>> defaults = {
+        {"--dashboard-port", "-1"}, {"--heartbeat", "0.2"}, {"--heartbeat-timeout", "5"}, {"--stall-min", "4"},
+        {"--stall-factor", "10"}, {"--startup-timeout", "60"}, {"--traffic-timeout", "0"}, {"--stop-grace", "2"}};
+    for (const auto& [k, v] : defaults)
+      if (std::find(extra_launch.begin(), extra_launch.end(), k) == extra_launch.end()) a.insert(a.end(), {k, v});
     a.insert(a.end(), extra_launch.begin(), extra_launch.end());
     a.insert(a.end(), {"--", "train", dir_ + "/cfg.toml", "--train.out_dir=" + dir_ + "/" + name});
+    a.insert(a.end(), extra_train.begin(), extra_train.end());
     return a;
   }
 
   // Runs a job to its end (limit: 240 s) with `env` added (MEGASCALE_FAULT, ...).
   DriverRun run(const std::string& name, const std::string& hosts, int nproc, const std::map<std::string, std::string>& env = {},
-                const std::vector<std::string>& extra_launch = {}) {
-    Proc p = start(name, hosts, nproc, env, extra_launch);
+                const std::vector<std::string>& extra_launch = {}, const std::vector<std::string>& extra_train = {}) {
+    Proc p = start(name, hosts, nproc, env, extra_launch, extra_train);
     return finish(name, p, 240);
   }
 
   Proc start(const std::string& name, const std::string& hosts, int nproc, const std::map<std::string, std::string>& env = {},
-             const std::vector<std::string>& extra_launch = {}) {
+             const std::vector<std::string>& extra_launch = {}, const std::vector<std::string>& extra_train = {}) {
     shm_before_ = shm_segments();
     std::map<std::string, std::string> e = env;
     e["MEGASCALE_TEST_MARK"] = mark(name);
     started_ = Clock::now();
-    return spawn(argv(name, hosts, nproc, extra_launch), e, dir_ + "/" + name + ".out");
+    return spawn(argv(name, hosts, nproc, extra_launch, extra_train), e, dir_ + "/" + name + ".out");
   }
 
   DriverRun finish(const std::string& name, Proc& p, double limit_s) {

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <httplib.h>
+
 #include "launch/driver_runs.h"
 
 namespace {
@@ -256,6 +258,124 @@ TEST(DriverFaults, FailedSelfCheckExcludesTheHostAndTheJobShrinks) {
   for (const auto& [step, loss] : base.losses) EXPECT_NEAR(r.losses.at(step), loss, 1e-4 * loss) << step;
   EXPECT_NE(r.output.find("ETTR"), std::string::npos);
   job.expect_clean_slate("shrink");
+}
+
+}  // namespace
+
+namespace {
+
+using namespace ms::testing;
+
+// Processes of a job whose command line contains `word` (e.g. the executor of a host).
+std::vector<int> job_processes(DriverJob& job, const std::string& name, const std::string& word) {
+  std::vector<int> out;
+  for (int pid : processes_with_env("MEGASCALE_TEST_MARK=" + job.mark(name))) {
+    std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(word) != std::string::npos) out.push_back(pid);
+  }
+  return out;
+}
+
+// The Redis store (a password-protected redis-server the driver starts) and the dashboard: while the
+// second attempt runs, /api/status has the driver's state and /metrics its counters; at the end the
+// port is closed and the server gone.
+TEST(DriverFaults, RedisStoreAndDashboardShowTheRecovery) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  Proc p = job.start("redis", kHosts, 2, {{"MEGASCALE_FAULT", "crash:rank=1:step=5;sleep:rank=0:step=10:seconds=3:attempt=1"}},
+                     {"--store", "redis", "--dashboard-port", "0"});
+  const auto t0 = Clock::now();
+  int port = 0;
+  while (seconds_since(t0) < 60 && port == 0) {
+    const std::string out = slurp(p.out_path);
+    const size_t at = out.find("dashboard at http://127.0.0.1:");
+    if (at != std::string::npos) port = std::stoi(out.substr(at + 30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (port == 0) ::kill(p.pid, SIGKILL);
+  ASSERT_GT(port, 0) << slurp(p.out_path);
+  httplib::Client cli("127.0.0.1", port);
+  nlohmann::json driver;
+  std::string metrics;
+  while (seconds_since(t0) < 120) {
+    auto res = cli.Get("/api/status");
+    if (res && res->status == 200) {
+      const auto st = nlohmann::json::parse(res->body);
+      if (st["driver"].is_object() && st["driver"].value("restarts", 0) == 1 && st["job"]["step"].is_number() &&
+          st["job"]["step"].get<int>() >= 9 && st["driver"].value("phase", "") == "running") {
+        driver = st["driver"];
+        if (auto m = cli.Get("/metrics")) metrics = m->body;
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(driver.is_object()) << "the dashboard never showed the second attempt running";
+  EXPECT_EQ(driver.value("attempt", -1), 1);
+  EXPECT_EQ(driver.value("faults", -1), 1);
+  ASSERT_EQ(driver["hosts"].size(), 2u);
+  EXPECT_EQ(driver["hosts"][0].value("state", ""), "active");
+  EXPECT_NE(metrics.find("megascale_restarts_total 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("megascale_faults_total 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("megascale_hosts{state=\"active\"} 2"), std::string::npos) << metrics;
+  const DriverRun r = job.finish("redis", p, 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  EXPECT_FALSE(httplib::Client("127.0.0.1", port).Get("/api/status")) << "the dashboard port is still open";
+  job.expect_clean_slate("redis");
+}
+
+// A rank stopped with the step-progress limit far away: the ranks' traffic stopping is the signal.
+TEST(DriverFaults, StoppedTrafficIsDetected) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  const DriverRun r = job.run("traffic", "localhost*3", 2, {{"MEGASCALE_FAULT", "hang:rank=2:step=6"}},
+                              {"--spare-hosts", "1", "--stall-min", "60", "--traffic-timeout", "2"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.of("fault_detected").size(), 1u) << r.output;
+  EXPECT_EQ(r.of("fault_detected")[0].value("kind", ""), "traffic") << r.output;
+  ASSERT_EQ(r.of("host_excluded").size(), 1u) << r.output;
+  EXPECT_EQ(r.of("host_excluded")[0].value("host", -1), 1) << "rank 2 runs on host 1\n" << r.output;
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  job.expect_clean_slate("traffic");
+}
+
+// An executor that stops answering (SIGSTOP): its heartbeats stop; its host is excluded (its ranks die
+// with it) and the spare takes over.
+TEST(DriverFaults, LostHeartbeatExcludesTheHost) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  Proc p = job.start("hb", "localhost*3", 2, {{"MEGASCALE_FAULT", kPause}}, {"--spare-hosts", "1"});
+  const auto t0 = Clock::now();
+  std::vector<int> execs;
+  while (seconds_since(t0) < 60 && slurp(job.dir() + "/hb/log.jsonl").find("\"step\":5") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int pid : job_processes(job, "hb", "--host-index 1 "))
+    if (slurp("/proc/" + std::to_string(pid) + "/cmdline").find("executor") != std::string::npos) execs.push_back(pid);
+  ASSERT_EQ(execs.size(), 1u);
+  ::kill(execs[0], SIGSTOP);
+  const DriverRun r = job.finish("hb", p, 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.of("fault_detected").size(), 1u) << r.output;
+  EXPECT_EQ(r.of("fault_detected")[0].value("kind", ""), "heartbeat") << r.output;
+  EXPECT_EQ(r.of("host_excluded").at(0).value("host", -1), 1);
+  EXPECT_EQ(r.of("attempt_start").at(1)["hosts"], nlohmann::json::array({0, 2}));
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  job.expect_clean_slate("hb");
+}
+
+// A bad config fails every rank before the first step: reported, not retried.
+TEST(DriverFaults, BadInputIsNotRetried) {
+  DriverJob& job = shared_job();
+  const DriverRun r = job.run("badcfg", kHosts, 2, {}, {}, {"--train.global_batch=7"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.of("fault_detected").size(), 1u) << r.output;
+  EXPECT_TRUE(r.of("restart").empty()) << r.output;
+  EXPECT_NE(r.output.find("train.global_batch=7"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is not retried"), std::string::npos) << r.output;
+  job.expect_clean_slate("badcfg");
 }
 
 }  // namespace

@@ -109,6 +109,27 @@ function drawStragglers(list) {
   for (const s of list) ul.appendChild(el("li", s.text, { "class": s.chronic ? "chronic" : "stall", "data-rank": s.rank }));
 }
 
+// The driver's state (megascale launch --hosts): attempt, faults, hosts, the latest events.
+function drawDriver(d) {
+  $("driver").hidden = !d;
+  if (!d) return;
+  $("driver-note").textContent = `attempt ${d.attempt} · ${d.phase} · ${d.faults} fault(s) · ${d.restarts} restart(s)`;
+  const hosts = $("driver-hosts");
+  hosts.replaceChildren(...d.hosts.map((h) => {
+    const li = document.createElement("li");
+    li.className = "host " + h.state;
+    li.textContent = `host ${h.index} (${h.name}): ${h.state}` + (h.reason ? ` (${h.reason})` : "");
+    return li;
+  }));
+  const ev = $("driver-events");
+  ev.replaceChildren(...d.events.filter((e) => e.event !== "summary").slice(-8).map((e) => {
+    const li = document.createElement("li");
+    const what = e.reason || e.why || e.text || (e.step !== undefined ? `step ${e.step}` : "");
+    li.textContent = `${e.mono.toFixed(1)} s ${e.event}` + (what ? `: ${what}` : "");
+    return li;
+  }));
+}
+
 function render(st) {
   const j = st.job;
   $("step").textContent = j.step === null ? "–" : String(j.step);
@@ -131,6 +152,7 @@ function render(st) {
   drawHeatmap(st.heatmap);
   markStalls(st.stragglers);
   drawRanks(st.ranks);
+  drawDriver(st.driver);
   document.body.dataset.step = j.step === null ? "" : String(j.step);
 }
 

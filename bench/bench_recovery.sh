@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# bench_recovery.sh: kill -9 of one rank -> training resumed, under the driver (`megascale launch
+# --hosts`), on one machine: how long detection, stopping, self-checks and the restart take, how many
+# steps are repeated, and whether training resumes in under 15 s (the issue's target).
+#
+# GPT-2 small (12 layers, C=768, 12 heads, vocab 50257 padded to 50304), fp32, AdamW, the Brown
+# corpus shards of data/brown, T=128, 1 sequence per rank, 4 sequences per step; a checkpoint every 4
+# steps (async, two-stage), no validation, no sample. 4 ranks: `--hosts localhost*2 --nproc-per-host
+# 2` (two executors on this machine, 2 ranks each, 1 thread per rank). Once rank 0's log.jsonl shows
+# step 6 done and checkpoints/latest exists, rank 2 (found by RANK=2, MEGASCALE_RESTART_COUNT=0 and
+# this run's BENCH_MARK in /proc/<pid>/environ) gets SIGKILL. The driver detects the fault, stops the
+# other ranks, runs its self-checks and restarts every rank from the newest checkpoint; the run then
+# trains to its last step. The numbers come from the driver's <log-dir>/events.jsonl (fault_detected,
+# ranks_stopped, selfcheck_done, restart, resumed, summary), the ranks' restore_rank<R>.json and rank
+# 0's log.jsonl; times are unix seconds against the kill's `date +%s.%N`.
+# Note: the driver learns of a finished step from the ranks' record files (flushed every
+# obs.flush_ms = 1 s) through the executors' heartbeats (every 1 s), so "resumed" lags the real end of
+# the first repeated step by up to ~2 s; the table shows that step's own time beside it.
+#
+# Prints the CPU and a markdown table and writes it into docs/performance.md between the
+# bench_recovery markers (keeping the previous run's table). ~2-4 minutes on 2 cores. Checkpoints and
+# the run live in a temporary folder removed at the end (--keep keeps it); events.jsonl, summary.json,
+# log.jsonl, restore_rank*.json and the launch's output are kept in <build>/bench_results/recovery_<timestamp>/.
+#
+# Usage: bench/bench_recovery.sh [--no-doc] [--keep] [--build DIR] [--steps N] [--kill-at S] [--every E] [--seq T]
+#   --no-doc    print only; do not touch docs/performance.md
+#   --keep      keep the temporary folder (checkpoints ~1.4 GiB each, the exported model)
+#   --build     CMake build dir with the megascale binary (default: $MS_BUILD_DIR or <repo>/build)
+#   --steps     optimizer steps of the run (default 14)
+#   --kill-at   kill rank 2 once step S is done and a checkpoint exists (default 6)
+#   --every     checkpoint.every (default 4)
+#   --seq       train.seq_len T (default 128)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${MS_BUILD_DIR:-$ROOT/build}
+WRITE_DOC=1
+KEEP=0
+STEPS=14
+KILL_AT=6
+EVERY=4
+SEQ=128
+TARGET_S=15
+need() { [[ $# -ge 2 ]] || { echo "bench_recovery: $1 needs a value (see --help)" >&2; exit 1; }; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-doc) WRITE_DOC=0 ;;
+    --keep) KEEP=1 ;;
+    --build|--steps|--kill-at|--every|--seq)
+      need "$@"
+      case "$1" in --build) BUILD=$2 ;; --steps) STEPS=$2 ;; --kill-at) KILL_AT=$2 ;; --every) EVERY=$2 ;; --seq) SEQ=$2 ;; esac
+      shift ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    *) echo "bench_recovery: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+for v in "$STEPS" "$KILL_AT" "$EVERY" "$SEQ"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench_recovery: --steps/--kill-at/--every/--seq take positive integers, got '$v'" >&2; exit 1; }
+done
+(( KILL_AT >= EVERY )) || { echo "bench_recovery: --kill-at must be >= --every (a checkpoint must exist before the kill)" >&2; exit 1; }
+(( STEPS > KILL_AT + 1 )) || { echo "bench_recovery: --steps must exceed --kill-at + 1 (the run must go on after the kill)" >&2; exit 1; }
+
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=$(command -v python3)
+BIN=$BUILD/megascale
+[[ -x $BIN ]] || { echo "bench_recovery: $BIN not found (bash scripts/setup.sh builds it)" >&2; exit 1; }
+DATA_DIR=$ROOT/data/brown
+compgen -G "$DATA_DIR/train_*.bin" >/dev/null || {
+  echo "bench_recovery: no Brown corpus shards in $DATA_DIR (bash scripts/run.sh --train.steps=0 prepares them," \
+       "or: $BIN prepare <brown corpus folder> --out $DATA_DIR --format brown)" >&2; exit 1; }
+
+STAMP=$(date +%Y%m%d_%H%M%S)
+RESULTS=$BUILD/bench_results/recovery_$STAMP
+mkdir -p "$RESULTS"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench_recovery.XXXXXX")
+LAUNCH_PID=
+cleanup() {
+  if [[ -n $LAUNCH_PID ]] && kill -0 "$LAUNCH_PID" 2>/dev/null; then
+    kill -TERM "$LAUNCH_PID" 2>/dev/null || true  # the driver ends its executors and ranks
+    wait "$LAUNCH_PID" 2>/dev/null || true
+  fi
+  if (( KEEP )); then echo "bench_recovery: kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+# A private copy of the binary: a rebuild of the build dir during the run changes nothing measured.
+cp "$BIN" "$WORK/megascale"
+BIN=$WORK/megascale
+
+CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
+[[ -n $CPU ]] || CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+CORES=$(nproc)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "bench_recovery: CPU: ${CPU:-unknown}, $CORES cores; load $LOAD0; GPT-2 small, 4 ranks, $STEPS steps, kill rank 2 after step $KILL_AT; results -> $RESULTS" >&2
+
+CFG=$WORK/gpt2_small.toml
+cat >"$CFG" <<EOF
+# bench_recovery.sh: GPT-2 small (124M), fp32, 4 ranks x 1 sequence of T=$SEQ per step.
+[model]
+vocab_size = 50257
+n_layer = 12
+n_head = 12
+n_embd = 768
+max_seq_len = $SEQ
+
+[optim]
+name = "adamw"
+lr = 6e-4
+min_lr = 6e-5
+warmup_steps = 2
+
+[data]
+train = "$DATA_DIR/train_*.bin"
+val = ""
+
+[train]
+steps = $STEPS
+batch_size = 1
+seq_len = $SEQ
+global_batch = 4
+eval_every = 0
+sample_tokens = 0
+threads = 1
+precision = "fp32"
+progress = "lines"
+
+[checkpoint]
+every = $EVERY
+keep_last = 2
+EOF
+
+RUN=$WORK/run
+LOGS=$WORK/logs
+MARK="bench_recovery_$$_$STAMP"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+T_START=$(date +%s.%N)
+BENCH_MARK=$MARK "$BIN" launch --hosts 'localhost*2' --nproc-per-host 2 --log-dir "$LOGS" --dashboard-port -1 \
+  --run-dir "$WORK" -- train "$CFG" --train.out_dir="$RUN" >"$RESULTS/launch.out" 2>&1 &
+LAUNCH_PID=$!
+
+fail() {
+  echo "bench_recovery: $*; the launch's last output ($RESULTS/launch.out):" >&2
+  tail -n 30 "$RESULTS/launch.out" >&2 || true
+  exit 1
+}
+
+# Wait for step KILL_AT done (rank 0's log.jsonl) and a published checkpoint.
+# The step lines of rank 0's log.jsonl (keys in any order; "step_ms" marks a training step).
+last_step() { grep '"step_ms"' "$RUN/log.jsonl" 2>/dev/null | grep -oE '"step":[0-9]+' | tail -n1 | grep -oE '[0-9]+' || echo 0; }
+deadline=$(( $(date +%s) + 900 ))
+while :; do
+  kill -0 "$LAUNCH_PID" 2>/dev/null || fail "the launch ended before step $KILL_AT"
+  (( $(date +%s) < deadline )) || fail "no step $KILL_AT with a checkpoint within 900 s"
+  last=$(last_step)
+  if (( ${last:-0} >= KILL_AT )) && [[ -e $RUN/checkpoints/latest ]]; then break; fi
+  sleep 0.2
+done
+
+# Rank 2 of the first attempt of this launch.
+VICTIM=
+for env_file in /proc/[0-9]*/environ; do
+  pid=${env_file#/proc/}; pid=${pid%/environ}
+  e=$(tr '\0' '\n' 2>/dev/null <"$env_file") || continue
+  grep -qx "BENCH_MARK=$MARK" <<<"$e" || continue
+  grep -qx "RANK=2" <<<"$e" || continue
+  grep -qx "MEGASCALE_RESTART_COUNT=0" <<<"$e" || continue
+  VICTIM=$pid
+  break
+done
+[[ -n $VICTIM ]] || fail "no process with RANK=2, MEGASCALE_RESTART_COUNT=0 and BENCH_MARK=$MARK"
+KILL_STEP=$(last_step)
+KILL_CKPT=$(cat "$RUN/checkpoints/latest" 2>/dev/null || echo "?")
+T_KILL=$(date +%s.%N)
+kill -9 "$VICTIM"
+echo "bench_recovery: killed rank 2 (pid $VICTIM) at $T_KILL, rank 0 at step $KILL_STEP, latest checkpoint: $KILL_CKPT" >&2
+
+RC=0
+wait "$LAUNCH_PID" || RC=$?
+LAUNCH_PID=
+T_END=$(date +%s.%N)
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+cp "$LOGS/events.jsonl" "$RESULTS/" 2>/dev/null || true
+cp "$LOGS/summary.json" "$RESULTS/" 2>/dev/null || true
+cp "$RUN/log.jsonl" "$RUN"/restore_rank*.json "$RESULTS/" 2>/dev/null || true
+cp "$CFG" "$RESULTS/"
+[[ -f $RESULTS/events.jsonl ]] || fail "no events.jsonl in $LOGS (launch exit code $RC)"
+
+"$PY" - "$RESULTS" "$CPU" "$CORES" "$T_KILL" "$KILL_STEP" "$KILL_CKPT" "$RC" "$TARGET_S" "$WRITE_DOC" "$ROOT" \
+  "$LOAD0" "$LOAD1" "$STEPS" "$EVERY" "$SEQ" "$T_START" "$T_END" <<'PY'
+import glob, json, os, statistics, sys, time
+(res, cpu, cores, t_kill, kill_step, kill_ckpt, rc, target, write_doc, root, load0, load1, steps, every, seq,
+ t_start, t_end) = sys.argv[1:18]
+t_kill, target, rc, t_start, t_end = float(t_kill), float(target), int(rc), float(t_start), float(t_end)
+events = [json.loads(l) for l in open(os.path.join(res, "events.jsonl")) if l.strip()]
+def first(name, after=None):
+    for e in events:
+        if e.get("event") == name and (after is None or e["t"] >= after):
+            return e
+    return None
+fault, stopped, check, restart = first("fault_detected"), first("ranks_stopped"), first("selfcheck_done"), first("restart")
+resumed, summary = first("resumed"), first("summary")
+faults = [e for e in events if e.get("event") == "fault_detected"]
+# Rank 0's log: steps before the kill (attempt 0) and the first step after the resume message (attempt 1).
+log = [json.loads(l) for l in open(os.path.join(res, "log.jsonl")) if l.strip()]
+resume_at = next((i for i, j in enumerate(log) if j.get("event") == "resume"), None)
+before = [j["step_ms"] for j in (log[:resume_at] if resume_at is not None else log) if "step_ms" in j]
+after = [j for j in (log[resume_at:] if resume_at is not None else []) if "step_ms" in j]
+restores = []
+for p in sorted(glob.glob(os.path.join(res, "restore_rank*.json"))):
+    try:
+        restores.append(json.load(open(p)))
+    except (OSError, ValueError):
+        pass
+restore_s = max((r["seconds"] for r in restores), default=None)
+
+def f(x, unit=" s"):
+    return "n/a" if x is None else f"{x:.2f}{unit}"
+detect = fault["t"] - t_kill if fault else None
+stop_s = stopped["seconds"] if stopped else None
+check_s = check["seconds"] if check else None
+restart_to_step = resumed["t"] - restart["t"] if resumed and restart else None
+total = resumed["t"] - t_kill if resumed else None
+first_step_s = after[0]["step_ms"] / 1e3 if after else None
+other = (restart_to_step - (restore_s or 0) - (first_step_s or 0)) if restart_to_step is not None else None
+met = total is not None and total < target
+
+rows = [
+    ("kill -9 of rank 2 → fault_detected (detection)", f(detect),
+     (fault or {}).get("reason", "no fault_detected event")),
+    ("fault_detected → ranks_stopped (stop the other ranks)", f(stop_s), "SIGUSR1 to every rank, hang dumps, exit"),
+    ("ranks_stopped → selfcheck_done (self-checks)", f(check_s),
+     "GEMM + all-reduce per host, then the neighbour pair" if check else "self-checks off"),
+    ("restart → resumed (first step done after the restart)", f(restart_to_step),
+     "process start-up, rendezvous, model init, checkpoint restore, the first step, report lag"),
+    ("  of which: checkpoint restore (max over ranks)", f(restore_s),
+     f"restore_rank<R>.json; {len(restores)} rank(s), rank 0 read {sum(r.get('bytes_read', 0) for r in restores[:1]) / 2**20:.0f} MiB"
+     if restores else "no restore_rank*.json"),
+    ("  of which: the first step after the restart (rank 0's step_ms)", f(first_step_s),
+     f"step {after[0]['step']}" if after else ""),
+    ("  of which: the rest (start-up, init, report lag)", f(other), "by difference"),
+    ("**kill → resumed (total)**", f"**{f(total)}**",
+     f"target < {target:g} s: " + ("met" if met else ("NOT met" + (f", {total - target:.1f} s over ({total / target:.1f}x)" if total is not None else "")))),
+    ("steps repeated", str((resumed or {}).get("steps_repeated", "n/a")),
+     f"fault at step {(fault or {}).get('step', '?')} (driver's view), resumed from checkpoint step {(resumed or {}).get('from_checkpoint_step', '?')}"),
+    ("ETTR of the run", f((summary or {}).get("ettr"), ""),
+     f"productive step time {f((summary or {}).get('productive_step_s'))} / wall {f((summary or {}).get('wall_s'))}"),
+]
+table = "| phase | time | notes |\n|---|---:|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+notes = []
+if rc != 0:
+    notes.append(f"the launch exited with code {rc}: {(summary or {}).get('reason', '')}")
+if len(faults) != 1:
+    notes.append(f"{len(faults)} faults detected (expected 1): " + "; ".join(e.get("reason", "") for e in faults))
+if summary and summary.get("final_step") != int(steps):
+    notes.append(f"the run ended at step {summary.get('final_step')} of {steps}")
+body = (
+    f"Generated by `bench/bench_recovery.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+    f"(results in `bench_results/{os.path.basename(res)}` of the build dir).\n\n"
+    f"- CPU: {cpu}, {cores} cores. Load average (1/5/15 min) at start {load0}, at end {load1}.\n"
+    f"- GPT-2 small (12 layers, C=768, 12 heads, vocab 50257 → 50304), fp32, AdamW; Brown corpus; 4 ranks x 1 thread "
+    f"(`megascale launch --hosts localhost*2 --nproc-per-host 2`: 2 executors, 2 ranks each, on the same 2 cores), "
+    f"1 sequence of T={seq} per rank, {steps} steps, checkpoint every {every} (async).\n"
+    f"- rank 2 got SIGKILL after rank 0 logged step {kill_step} (latest checkpoint: {kill_ckpt}); "
+    f"median step before the kill {statistics.median(before) / 1e3 if before else float('nan'):.2f} s (rank 0's step_ms); "
+    f"launch exit code {rc}, {summary.get('restarts', '?') if summary else '?'} restart(s), whole run {t_end - t_start:.0f} s.\n"
+    + "".join(f"- Note: {n}.\n" for n in notes)
+    + "\n" + table
+)
+print(body)
+if write_doc == "1":
+    sys.path.insert(0, os.path.join(root, "bench"))
+    from doc_section import write_section
+    write_section(os.path.join(root, "docs/performance.md"), "<!-- bench_recovery:begin -->", "<!-- bench_recovery:end -->",
+                  body, keep_previous=True, heading="## Recovery from a killed rank (bench/bench_recovery.sh)",
+                  intro="kill -9 of one rank of a 4-rank GPT-2 small job under the driver → training resumed: "
+                        "detection, stop, self-checks, restart from the newest checkpoint. Target: resumed in under 15 s.")
+PY
+echo "bench_recovery: done; kill → resumed in the table above; events in $RESULTS/events.jsonl" >&2
