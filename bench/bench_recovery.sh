@@ -30,6 +30,7 @@
 #   --kill-at   kill rank 2 once step S is done and a checkpoint exists (default 6)
 #   --every     checkpoint.every (default 4)
 #   --seq       train.seq_len T (default 128)
+#   --report DIR  only print (and write into the doc) the table of a kept results folder, without running
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,6 +42,7 @@ KILL_AT=6
 EVERY=4
 SEQ=128
 TARGET_S=15
+REPORT_ONLY=
 need() { [[ $# -ge 2 ]] || { echo "bench_recovery: $1 needs a value (see --help)" >&2; exit 1; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -50,7 +52,8 @@ while [[ $# -gt 0 ]]; do
       need "$@"
       case "$1" in --build) BUILD=$2 ;; --steps) STEPS=$2 ;; --kill-at) KILL_AT=$2 ;; --every) EVERY=$2 ;; --seq) SEQ=$2 ;; esac
       shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --report) need "$@"; REPORT_ONLY=$2; shift ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "bench_recovery: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -63,6 +66,113 @@ done
 
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=$(command -v python3)
+
+# The report: reads a results folder (events.jsonl, log.jsonl, restore_rank*.json, run_info.txt), prints
+# the table and (WRITE_DOC=1) writes it into docs/performance.md.
+report() {  # RESULTS WRITE_DOC
+"$PY" - "$1" "$TARGET_S" "$2" "$ROOT" <<'PY'
+import glob, json, os, statistics, sys, time
+res, target, write_doc, root = sys.argv[1:5]
+cpu, cores, t_kill, kill_step, kill_ckpt, rc, load0, load1, steps, every, seq = \
+    open(os.path.join(res, "run_info.txt")).read().split("\n")[:11]
+t_kill, target, rc = float(t_kill), float(target), int(rc)
+events = [json.loads(l) for l in open(os.path.join(res, "events.jsonl")) if l.strip()]
+def first(name, after=None):
+    for e in events:
+        if e.get("event") == name and (after is None or e["t"] >= after):
+            return e
+    return None
+job, att0 = first("job_start"), first("attempt_start")
+fault, stopped, check, restart = first("fault_detected"), first("ranks_stopped"), first("selfcheck_done"), first("restart")
+resumed, summary = first("resumed"), first("summary")
+faults = [e for e in events if e.get("event") == "fault_detected"]
+# Rank 0's log: steps before the kill (attempt 0) and the first step after the resume message (attempt 1).
+log = [json.loads(l) for l in open(os.path.join(res, "log.jsonl")) if l.strip()]
+resume_at = next((i for i, j in enumerate(log) if j.get("event") == "resume"), None)
+before = [j["step_ms"] for j in (log[:resume_at] if resume_at is not None else log) if "step_ms" in j]
+after = [j for j in (log[resume_at:] if resume_at is not None else []) if "step_ms" in j]
+restores = []
+for p in sorted(glob.glob(os.path.join(res, "restore_rank*.json"))):
+    try:
+        restores.append(json.load(open(p)))
+    except (OSError, ValueError):
+        pass
+restore_s = max((r["seconds"] for r in restores), default=None)
+r0 = next((r for r in restores if r.get("dp") == 0), restores[0] if restores else None)
+# For comparison, the first attempt's start-up: from attempt_start to the kill, less the step times of
+# steps 2..kill_step (so: start-up + step 1, plus the <= ~0.3 s between step kill_step's log line and the kill).
+steps_before = [j for j in (log[:resume_at] if resume_at is not None else log) if "step_ms" in j]
+fresh = (t_kill - att0["t"] - sum(j["step_ms"] for j in steps_before if 2 <= j["step"] <= int(kill_step)) / 1e3
+         if att0 and steps_before else None)
+
+def f(x, unit=" s"):
+    return "n/a" if x is None else f"{x:.2f}{unit}"
+detect = fault["t"] - t_kill if fault else None
+stop_s = stopped["seconds"] if stopped else None
+check_s = check["seconds"] if check else None
+restart_to_step = resumed["t"] - restart["t"] if resumed and restart else None
+total = resumed["t"] - t_kill if resumed else None
+first_step_s = after[0]["step_ms"] / 1e3 if after else None
+other = (restart_to_step - (restore_s or 0) - (first_step_s or 0)) if restart_to_step is not None else None
+met = total is not None and total < target
+
+rows = [
+    ("kill -9 of rank 2 → fault_detected (detection)", f(detect),
+     (fault or {}).get("reason", "no fault_detected event")),
+    ("fault_detected → ranks_stopped (stop the other ranks)", f(stop_s),
+     "SIGUSR1 to every rank still running (hang dump, exit), SIGKILL after the stop grace"),
+    ("ranks_stopped → selfcheck_done (self-checks)", f(check_s),
+     "GEMM + all-reduce per host, then the neighbour pair" if check else "self-checks off"),
+    ("restart → resumed (first step done after the restart)", f(restart_to_step),
+     "process start-up, rendezvous, model init, checkpoint restore, the first step, report lag"),
+    ("  of which: checkpoint restore (max over ranks)", f(restore_s),
+     f"restore_rank<R>.json of {len(restores)} rank(s); the reader (dp 0) read + verified {r0.get('bytes_read', 0) / 2**20:.0f} MiB "
+     f"in {r0.get('read_seconds', 0):.2f} s and sent the others their parts in {r0.get('send_seconds', 0):.2f} s"
+     if r0 else "no restore_rank*.json"),
+    ("  of which: the first step after the restart (rank 0's step_ms)", f(first_step_s),
+     f"step {after[0]['step']}" if after else ""),
+    ("  of which: the rest (start-up, init, report lag)", f(other), "by difference"),
+    ("**kill → resumed (total)**", f"**{f(total)}**",
+     f"target < {target:g} s: " + ("met" if met else ("NOT met" + (f", {total - target:.1f} s over ({total / target:.1f}x)" if total is not None else "")))),
+    ("for comparison: attempt 0, start → step 1 done (no restore)", f(fresh),
+     "kill time − attempt_start − step_ms of steps 2..kill step (an estimate, ≤ ~0.3 s high)"),
+    ("steps repeated", str((resumed or {}).get("steps_repeated", "n/a")),
+     f"fault at step {(fault or {}).get('step', '?')} (driver's view), resumed from checkpoint step {(resumed or {}).get('from_checkpoint_step', '?')}"),
+    ("ETTR of the run", f((summary or {}).get("ettr"), ""),
+     f"productive step time {f((summary or {}).get('productive_step_s'))} / wall {f((summary or {}).get('wall_s'))}"),
+]
+table = "| phase | time | notes |\n|---|---:|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+notes = []
+if rc != 0:
+    notes.append(f"the launch exited with code {rc}: {(summary or {}).get('reason', '')}")
+if len(faults) != 1:
+    notes.append(f"{len(faults)} faults detected (expected 1): " + "; ".join(e.get("reason", "") for e in faults))
+if summary and summary.get("final_step") != int(steps):
+    notes.append(f"the run ended at step {summary.get('final_step')} of {steps}")
+body = (
+    f"Generated by `bench/bench_recovery.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(job['t'] if job else time.time()))} "
+    f"(results in `bench_results/{os.path.basename(res)}` of the build dir).\n\n"
+    f"- CPU: {cpu}, {cores} cores. Load average (1/5/15 min) at start {load0}, at end {load1}.\n"
+    f"- GPT-2 small (12 layers, C=768, 12 heads, vocab 50257 → 50304), fp32, AdamW; Brown corpus; 4 ranks x 1 thread "
+    f"(`megascale launch --hosts localhost*2 --nproc-per-host 2`: 2 executors, 2 ranks each, on the same 2 cores), "
+    f"1 sequence of T={seq} per rank, {steps} steps, checkpoint every {every} (async).\n"
+    f"- rank 2 got SIGKILL after rank 0 logged step {kill_step} (latest checkpoint: {kill_ckpt}); "
+    f"median step before the kill {statistics.median(before) / 1e3 if before else float('nan'):.2f} s (rank 0's step_ms); "
+    f"launch exit code {rc}, {summary.get('restarts', '?') if summary else '?'} restart(s), whole job {f((summary or {}).get('wall_s'))}.\n"
+    + "".join(f"- Note: {n}.\n" for n in notes)
+    + "\n" + table
+)
+print(body)
+if write_doc == "1":
+    sys.path.insert(0, os.path.join(root, "bench"))
+    from doc_section import write_section
+    write_section(os.path.join(root, "docs/performance.md"), "<!-- bench_recovery:begin -->", "<!-- bench_recovery:end -->",
+                  body, keep_previous=True, heading="## Recovery from a killed rank (bench/bench_recovery.sh)",
+                  intro="kill -9 of one rank of a 4-rank GPT-2 small job under the driver → training resumed: "
+                        "detection, stop, self-checks, restart from the newest checkpoint. Target: resumed in under 15 s.")
+PY
+}
+if [[ -n $REPORT_ONLY ]]; then report "$REPORT_ONLY" "$WRITE_DOC"; exit 0; fi
 BIN=$BUILD/megascale
 [[ -x $BIN ]] || { echo "bench_recovery: $BIN not found (bash scripts/setup.sh builds it)" >&2; exit 1; }
 DATA_DIR=$ROOT/data/brown
@@ -133,7 +243,6 @@ RUN=$WORK/run
 LOGS=$WORK/logs
 MARK="bench_recovery_$$_$STAMP"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-T_START=$(date +%s.%N)
 BENCH_MARK=$MARK "$BIN" launch --hosts 'localhost*2' --nproc-per-host 2 --log-dir "$LOGS" --dashboard-port -1 \
   --run-dir "$WORK" -- train "$CFG" --train.out_dir="$RUN" >"$RESULTS/launch.out" 2>&1 &
 LAUNCH_PID=$!
@@ -177,7 +286,6 @@ echo "bench_recovery: killed rank 2 (pid $VICTIM) at $T_KILL, rank 0 at step $KI
 RC=0
 wait "$LAUNCH_PID" || RC=$?
 LAUNCH_PID=
-T_END=$(date +%s.%N)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 cp "$LOGS/events.jsonl" "$RESULTS/" 2>/dev/null || true
 cp "$LOGS/summary.json" "$RESULTS/" 2>/dev/null || true
@@ -185,94 +293,7 @@ cp "$RUN/log.jsonl" "$RUN"/restore_rank*.json "$RESULTS/" 2>/dev/null || true
 cp "$CFG" "$RESULTS/"
 [[ -f $RESULTS/events.jsonl ]] || fail "no events.jsonl in $LOGS (launch exit code $RC)"
 
-"$PY" - "$RESULTS" "$CPU" "$CORES" "$T_KILL" "$KILL_STEP" "$KILL_CKPT" "$RC" "$TARGET_S" "$WRITE_DOC" "$ROOT" \
-  "$LOAD0" "$LOAD1" "$STEPS" "$EVERY" "$SEQ" "$T_START" "$T_END" <<'PY'
-import glob, json, os, statistics, sys, time
-(res, cpu, cores, t_kill, kill_step, kill_ckpt, rc, target, write_doc, root, load0, load1, steps, every, seq,
- t_start, t_end) = sys.argv[1:18]
-t_kill, target, rc, t_start, t_end = float(t_kill), float(target), int(rc), float(t_start), float(t_end)
-events = [json.loads(l) for l in open(os.path.join(res, "events.jsonl")) if l.strip()]
-def first(name, after=None):
-    for e in events:
-        if e.get("event") == name and (after is None or e["t"] >= after):
-            return e
-    return None
-fault, stopped, check, restart = first("fault_detected"), first("ranks_stopped"), first("selfcheck_done"), first("restart")
-resumed, summary = first("resumed"), first("summary")
-faults = [e for e in events if e.get("event") == "fault_detected"]
-# Rank 0's log: steps before the kill (attempt 0) and the first step after the resume message (attempt 1).
-log = [json.loads(l) for l in open(os.path.join(res, "log.jsonl")) if l.strip()]
-resume_at = next((i for i, j in enumerate(log) if j.get("event") == "resume"), None)
-before = [j["step_ms"] for j in (log[:resume_at] if resume_at is not None else log) if "step_ms" in j]
-after = [j for j in (log[resume_at:] if resume_at is not None else []) if "step_ms" in j]
-restores = []
-for p in sorted(glob.glob(os.path.join(res, "restore_rank*.json"))):
-    try:
-        restores.append(json.load(open(p)))
-    except (OSError, ValueError):
-        pass
-restore_s = max((r["seconds"] for r in restores), default=None)
-
-def f(x, unit=" s"):
-    return "n/a" if x is None else f"{x:.2f}{unit}"
-detect = fault["t"] - t_kill if fault else None
-stop_s = stopped["seconds"] if stopped else None
-check_s = check["seconds"] if check else None
-restart_to_step = resumed["t"] - restart["t"] if resumed and restart else None
-total = resumed["t"] - t_kill if resumed else None
-first_step_s = after[0]["step_ms"] / 1e3 if after else None
-other = (restart_to_step - (restore_s or 0) - (first_step_s or 0)) if restart_to_step is not None else None
-met = total is not None and total < target
-
-rows = [
-    ("kill -9 of rank 2 → fault_detected (detection)", f(detect),
-     (fault or {}).get("reason", "no fault_detected event")),
-    ("fault_detected → ranks_stopped (stop the other ranks)", f(stop_s), "SIGUSR1 to every rank, hang dumps, exit"),
-    ("ranks_stopped → selfcheck_done (self-checks)", f(check_s),
-     "GEMM + all-reduce per host, then the neighbour pair" if check else "self-checks off"),
-    ("restart → resumed (first step done after the restart)", f(restart_to_step),
-     "process start-up, rendezvous, model init, checkpoint restore, the first step, report lag"),
-    ("  of which: checkpoint restore (max over ranks)", f(restore_s),
-     f"restore_rank<R>.json; {len(restores)} rank(s), rank 0 read {sum(r.get('bytes_read', 0) for r in restores[:1]) / 2**20:.0f} MiB"
-     if restores else "no restore_rank*.json"),
-    ("  of which: the first step after the restart (rank 0's step_ms)", f(first_step_s),
-     f"step {after[0]['step']}" if after else ""),
-    ("  of which: the rest (start-up, init, report lag)", f(other), "by difference"),
-    ("**kill → resumed (total)**", f"**{f(total)}**",
-     f"target < {target:g} s: " + ("met" if met else ("NOT met" + (f", {total - target:.1f} s over ({total / target:.1f}x)" if total is not None else "")))),
-    ("steps repeated", str((resumed or {}).get("steps_repeated", "n/a")),
-     f"fault at step {(fault or {}).get('step', '?')} (driver's view), resumed from checkpoint step {(resumed or {}).get('from_checkpoint_step', '?')}"),
-    ("ETTR of the run", f((summary or {}).get("ettr"), ""),
-     f"productive step time {f((summary or {}).get('productive_step_s'))} / wall {f((summary or {}).get('wall_s'))}"),
-]
-table = "| phase | time | notes |\n|---|---:|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-notes = []
-if rc != 0:
-    notes.append(f"the launch exited with code {rc}: {(summary or {}).get('reason', '')}")
-if len(faults) != 1:
-    notes.append(f"{len(faults)} faults detected (expected 1): " + "; ".join(e.get("reason", "") for e in faults))
-if summary and summary.get("final_step") != int(steps):
-    notes.append(f"the run ended at step {summary.get('final_step')} of {steps}")
-body = (
-    f"Generated by `bench/bench_recovery.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-    f"(results in `bench_results/{os.path.basename(res)}` of the build dir).\n\n"
-    f"- CPU: {cpu}, {cores} cores. Load average (1/5/15 min) at start {load0}, at end {load1}.\n"
-    f"- GPT-2 small (12 layers, C=768, 12 heads, vocab 50257 → 50304), fp32, AdamW; Brown corpus; 4 ranks x 1 thread "
-    f"(`megascale launch --hosts localhost*2 --nproc-per-host 2`: 2 executors, 2 ranks each, on the same 2 cores), "
-    f"1 sequence of T={seq} per rank, {steps} steps, checkpoint every {every} (async).\n"
-    f"- rank 2 got SIGKILL after rank 0 logged step {kill_step} (latest checkpoint: {kill_ckpt}); "
-    f"median step before the kill {statistics.median(before) / 1e3 if before else float('nan'):.2f} s (rank 0's step_ms); "
-    f"launch exit code {rc}, {summary.get('restarts', '?') if summary else '?'} restart(s), whole run {t_end - t_start:.0f} s.\n"
-    + "".join(f"- Note: {n}.\n" for n in notes)
-    + "\n" + table
-)
-print(body)
-if write_doc == "1":
-    sys.path.insert(0, os.path.join(root, "bench"))
-    from doc_section import write_section
-    write_section(os.path.join(root, "docs/performance.md"), "<!-- bench_recovery:begin -->", "<!-- bench_recovery:end -->",
-                  body, keep_previous=True, heading="## Recovery from a killed rank (bench/bench_recovery.sh)",
-                  intro="kill -9 of one rank of a 4-rank GPT-2 small job under the driver → training resumed: "
-                        "detection, stop, self-checks, restart from the newest checkpoint. Target: resumed in under 15 s.")
-PY
+printf '%s\n' "$CPU" "$CORES" "$T_KILL" "$KILL_STEP" "$KILL_CKPT" "$RC" "$LOAD0" "$LOAD1" "$STEPS" "$EVERY" "$SEQ" \
+  >"$RESULTS/run_info.txt"  # what report() reads besides the logs (--report DIR re-reads a kept folder)
+report "$RESULTS" "$WRITE_DOC"
 echo "bench_recovery: done; kill → resumed in the table above; events in $RESULTS/events.jsonl" >&2

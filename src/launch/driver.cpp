@@ -102,13 +102,11 @@ class Driver {
     bool all_local = true;
     for (const Host& h : hosts_) all_local = all_local && h.spec.local;
     std::string store = opt.store == "auto" ? (all_local ? "file" : "redis") : opt.store;
-    folders_ = std::make_unique<JobFolders>(opt.run_dir, tag_);
-    janitor_.watch_path(folders_->path());
+    folders_ = std::make_unique<PrivateDir>(opt.run_dir, "launch-" + tag_, "launch", janitor_);
     MS_CHECK(all_local || store != "file", "--store file needs every host on this machine; use redis or redis://host:port");
     MS_CHECK(all_local || store != "redis", "--store redis starts a server on loopback, which other hosts cannot reach; "
              "start one they can and give --store redis://host:port (password in MEGASCALE_STORE_PASSWORD)");
-    store_ = std::make_unique<JobStore>(store, folders_->path());
-    if (store_->server_group() > 0) janitor_.watch_group(store_->server_group());
+    store_ = std::make_unique<JobStore>(store, opt.run_dir, tag_, janitor_);
     const std::string log_dir = opt.log_dir.empty() ? (fs::path("megascale-launch") / ("job-" + tag_)).string() : opt.log_dir;
     std::error_code ec;
     fs::create_directories(log_dir, ec);
@@ -797,7 +795,7 @@ class Driver {
   std::string tag_, log_dir_, out_dir_;
   SignalPipe signals_;
   std::vector<int> signals_seen_;
-  std::unique_ptr<JobFolders> folders_;
+  std::unique_ptr<PrivateDir> folders_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<Dashboard> dash_;

@@ -1,54 +1,68 @@
 // job_store: see job_store.h.
 #include "launch/job_store.h"
 
+#include <sys/stat.h>  // mkdir, chmod
+
+#include <cerrno>
 #include <cstdlib>  // std::getenv
-#include <filesystem>
+#include <cstring>  // strerror
 #include <fstream>
 
 #include "base/check.h"
-#include "launch/redis_server.h"
+#include "launch/janitor.h"
 
 namespace ms::launch {
 
 namespace fs = std::filesystem;
 
 namespace {
-// A private folder: created new (never reused), mode 0700, or an ms::Error naming it.
-void make_private_dir(const fs::path& dir) {
-  std::error_code ec;
-  MS_CHECK(fs::create_directory(dir, ec) && !ec, "cannot create the folder {}: {}", dir.string(),
-           ec ? ec.message() : "it exists");
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  if (ec) {
-    fs::remove_all(dir, ec);
-    MS_FAIL("cannot make the folder {} private (mode 0700): {}", dir.string(), ec.message());
-  }
+fs::path parent_or_tmp(const std::string& parent) {
+  return parent.empty() ? fs::temp_directory_path() : fs::path(parent);
 }
 }  // namespace
 
-JobFolders::JobFolders(const std::string& parent_in, const std::string& tag) {
-  const fs::path parent = parent_in.empty() ? fs::temp_directory_path() : fs::path(parent_in);
+fs::path make_private_dir(const fs::path& parent, const std::string& name, const char* what, Janitor& janitor) {
+  const fs::path dir = fs::absolute(parent / name);
   std::error_code ec;
-  fs::create_directories(parent, ec);
-  const fs::path dir = parent / ("launch-" + tag);
-  make_private_dir(dir);
-  path_ = dir.string();
+  fs::create_directories(fs::absolute(parent), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    const int e = errno;
+    MS_FAIL("cannot create the {} folder {}: {}", what, dir.string(), std::strerror(e));
+  }
+  janitor.watch_path(dir);
+  if (::chmod(dir.c_str(), 0700) != 0) {  // mkdir's mode is masked by the umask
+    const int e = errno;
+    fs::remove_all(dir, ec);
+    MS_FAIL("cannot make the {} folder {} private (mode 0700): {}", what, dir.string(), std::strerror(e));
+  }
+  return dir;
 }
 
-JobFolders::~JobFolders() {
+PrivateDir::PrivateDir(const std::string& parent, const std::string& name, const char* what, Janitor& janitor)
+    : janitor_(janitor), dir_(make_private_dir(parent_or_tmp(parent), name, what, janitor)) {}
+
+PrivateDir::~PrivateDir() {
   std::error_code ec;
-  fs::remove_all(path_, ec);
+  fs::remove_all(dir_, ec);
+  try {
+    janitor_.forget_path(dir_);
+  } catch (...) {
+  }
 }
 
-JobStore::JobStore(const std::string& kind, const std::string& dir) : kind_(kind) {
+JobStore::JobStore(const std::string& kind, const std::string& parent, const std::string& tag, Janitor& janitor)
+    : janitor_(janitor), kind_(kind) {
   if (kind == "file") {
-    const fs::path d = fs::path(dir) / "store";
-    make_private_dir(d);
-    url_ = "file:" + d.string();
+    dir_ = make_private_dir(parent_or_tmp(parent), "store-" + tag, "store", janitor_);
+    url_ = "file:" + dir_.string();
   } else if (kind == "redis") {
-    const fs::path d = fs::path(dir) / "redis";
-    make_private_dir(d);
-    redis_ = std::make_unique<RedisServer>(d);
+    dir_ = make_private_dir(parent_or_tmp(parent), "redis-" + tag, "redis", janitor_);
+    try {
+      redis_.emplace(dir_, &janitor_);
+    } catch (...) {
+      cleanup();
+      throw;
+    }
     url_ = redis_->url();
     password_ = redis_->password();
   } else if (kind.rfind("redis://", 0) == 0) {
@@ -64,14 +78,23 @@ JobStore::JobStore(const std::string& kind, const std::string& dir) : kind_(kind
   }
 }
 
-JobStore::~JobStore() = default;
+void JobStore::cleanup() noexcept {
+  redis_.reset();  // stops the server before its folder goes
+  if (!dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    try {
+      janitor_.forget_path(dir_);
+    } catch (...) {
+    }
+    dir_.clear();
+  }
+}
 
 std::map<std::string, std::string> JobStore::env(const std::string& run_id) const {
   std::map<std::string, std::string> e = {{"MEGASCALE_STORE", url_}, {"MEGASCALE_RUN_ID", run_id}};
   if (!password_.empty()) e["MEGASCALE_STORE_PASSWORD"] = password_;
   return e;
 }
-
-int JobStore::server_group() const { return redis_ ? redis_->pid() : -1; }
 
 }  // namespace ms::launch

@@ -1,56 +1,70 @@
-// job_store: the folders and the rendezvous store of one launch (launch-internal), shared by the
-// single-machine launcher and the driver.
-//  - JobFolders: a private folder (mode 0700) for the launch's files (the store, run.json, ...),
-//    removed when the object goes.
+// job_store: the private folders and the rendezvous store of one launch (launch-internal), shared by
+// the single-machine launcher and the driver.
+//  - make_private_dir / PrivateDir: a new folder of mode 0700 (only its owner may read it, whatever
+//    the umask), watched by the launch's janitor from the moment it exists and removed when the
+//    object goes.
 //  - JobStore: the store the ranks rendezvous through, for the launch's lifetime:
-//      "file"  a folder of the JobFolders (mode 0700: readable by its owner only);
-//      "redis" a redis-server started as the launch's child (redis_server.h: foreground, a random
-//              per-job password, dies with the launcher);
+//      "file"  a private folder <parent>/store-<tag>;
+//      "redis" a redis-server started as the launch's child in <parent>/redis-<tag> (redis_server.h:
+//              foreground, a random per-job password, dies with the launcher);
 //      "redis://host:port"  an existing server, its password from MEGASCALE_STORE_PASSWORD or the
 //              file named by MEGASCALE_STORE_PASSWORD_FILE (never from a command line).
-//    env(run_id) gives the variables a rank needs (MEGASCALE_STORE, MEGASCALE_RUN_ID and, for
-//    Redis, MEGASCALE_STORE_PASSWORD). The password is never logged.
+//    env(run_id) gives the variables a rank needs (MEGASCALE_STORE, MEGASCALE_RUN_ID and, with a
+//    password, MEGASCALE_STORE_PASSWORD). The password is never logged.
+// Destructors never throw.
 #pragma once
+#include <filesystem>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
-#include <vector>
+
+#include "launch/redis_server.h"
 
 namespace ms::launch {
 
-class RedisServer;
+class Janitor;
 
-class JobFolders {
+// A new folder parent/name of mode 0700, watched by `janitor`. Throws ms::Error naming `what`.
+std::filesystem::path make_private_dir(const std::filesystem::path& parent, const std::string& name, const char* what,
+                                       Janitor& janitor);
+
+class PrivateDir {
  public:
-  // parent: where to create it (empty: the temporary folder); tag: unique per launch.
-  JobFolders(const std::string& parent, const std::string& tag);
-  ~JobFolders();
-  JobFolders(const JobFolders&) = delete;
-  JobFolders& operator=(const JobFolders&) = delete;
-  const std::string& path() const { return path_; }
+  // parent empty: the temporary folder.
+  PrivateDir(const std::string& parent, const std::string& name, const char* what, Janitor& janitor);
+  ~PrivateDir();
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  std::string path() const { return dir_.string(); }
 
  private:
-  std::string path_;
+  Janitor& janitor_;
+  std::filesystem::path dir_;
 };
 
 class JobStore {
  public:
-  // kind: file, redis or redis://host:port; dir: a private folder for its files.
-  JobStore(const std::string& kind, const std::string& dir);
-  ~JobStore();
+  // kind: file, redis or redis://host:port; parent: where its folder goes (empty: the temporary
+  // folder); tag: unique per launch.
+  JobStore(const std::string& kind, const std::string& parent, const std::string& tag, Janitor& janitor);
+  ~JobStore() { cleanup(); }
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
   const std::string& kind() const { return kind_; }
   const std::string& url() const { return url_; }
+  // The AUTH password (the server this launch started, or the environment's); empty: none.
+  const std::string& password() const { return password_; }
   // The rendezvous variables of a run (run_id: the key prefix).
   std::map<std::string, std::string> env(const std::string& run_id) const;
-  // The process group of a server this store started (-1: none), for a janitor.
-  int server_group() const;
 
  private:
+  void cleanup() noexcept;
+
+  Janitor& janitor_;
   std::string kind_, url_, password_;
-  std::unique_ptr<RedisServer> redis_;
+  std::filesystem::path dir_;
+  std::optional<RedisServer> redis_;
 };
 
 }  // namespace ms::launch

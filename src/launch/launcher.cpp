@@ -12,7 +12,6 @@
 #include <poll.h>        // poll
 #include <sched.h>       // sched_getaffinity
 #include <signal.h>      // kill, SIGTERM, SIGKILL
-#include <sys/stat.h>    // mkdir, chmod
 #include <sys/wait.h>    // waitpid
 #include <unistd.h>      // pipe2, close, getpid
 
@@ -31,6 +30,7 @@
 #include "base/log.h"  // make_named_logger
 #include "launch/dashboard.h"
 #include "launch/janitor.h"
+#include "launch/job_store.h"  // JobStore, PrivateDir
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/redis_server.h"
@@ -55,105 +55,6 @@ int64_t epoch_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// A new folder parent/name of mode 0700 (only its owner may read it, whatever the umask), watched by
-// the janitor from the moment it exists. Throws ms::Error naming `what` when it cannot be made.
-fs::path make_private_dir(const fs::path& parent, const std::string& name, const char* what, Janitor& janitor) {
-  const fs::path dir = fs::absolute(parent / name);
-  std::error_code ec;
-  fs::create_directories(fs::absolute(parent), ec);
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    const int e = errno;
-    MS_FAIL("cannot create the {} folder {}: {}", what, dir.string(), std::strerror(e));
-  }
-  janitor.watch_path(dir);
-  if (::chmod(dir.c_str(), 0700) != 0) {
-    const int e = errno;
-    fs::remove_all(dir, ec);
-    MS_FAIL("cannot make the {} folder {} private (mode 0700): {}", what, dir.string(), std::strerror(e));
-  }
-  return dir;
-}
-
-// ---- the rendezvous store -----------------------------------------------------------------------
-
-// Owns what the store of one launch needs; cleans it up on destruction (never throws there).
-class Store {
- public:
-  Store(const LaunchOptions& opt, const std::string& tag, Janitor& janitor) : janitor_(janitor) {
-    const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);
-    if (opt.store == "file") {
-      dir_ = make_private_dir(parent, "store-" + tag, "store", janitor_);
-      url_ = "file:" + dir_.string();
-    } else if (opt.store == "redis") {
-      dir_ = make_private_dir(parent, "redis-" + tag, "redis", janitor_);
-      try {
-        redis_.emplace(dir_, &janitor_);
-      } catch (...) {
-        cleanup();
-        throw;
-      }
-      url_ = redis_->url();
-    } else if (opt.store.rfind("redis://", 0) == 0) {
-      url_ = opt.store;
-    } else {
-      MS_FAIL("unknown store '{}': use file, redis or redis://host:port", opt.store);
-    }
-  }
-  ~Store() { cleanup(); }
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
-
-  const std::string& url() const { return url_; }
-  // The AUTH password of the redis-server this launch started; empty otherwise. Never logged.
-  std::string password() const { return redis_ ? redis_->password() : std::string(); }
-
- private:
-  void cleanup() noexcept {
-    redis_.reset();  // stops the server before its folder goes
-    if (!dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-      try {
-        janitor_.forget_path(dir_);
-      } catch (...) {
-      }
-      dir_.clear();
-    }
-  }
-
-  Janitor& janitor_;
-  fs::path dir_;
-  std::string url_;
-  std::optional<RedisServer> redis_;
-};
-
-// ---- the launch's private folder (MEGASCALE_LAUNCH_DIR) ---------------------------------------
-
-// A folder only this user can read, for what the ranks tell the launcher (run.json); removed on
-// destruction (never throws there).
-class LaunchDir {
- public:
-  LaunchDir(const LaunchOptions& opt, const std::string& tag, Janitor& janitor) : janitor_(janitor) {
-    const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);
-    dir_ = make_private_dir(parent, "launch-" + tag, "launch", janitor_);
-  }
-  ~LaunchDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    try {
-      janitor_.forget_path(dir_);
-    } catch (...) {
-    }
-  }
-  LaunchDir(const LaunchDir&) = delete;
-  LaunchDir& operator=(const LaunchDir&) = delete;
-  std::string path() const { return dir_.string(); }
-
- private:
-  Janitor& janitor_;
-  fs::path dir_;
-};
 
 // ---- children -----------------------------------------------------------------------------------
 
@@ -228,7 +129,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   Janitor janitor;
   // Handlers next: a SIGINT during redis start-up must not kill the launcher before it cleans up.
   SignalPipe signals;
-  Store store(opt, tag, janitor);
+  JobStore store(opt.store, opt.run_dir, tag, janitor);
   const int n = opt.nproc;
 
   std::vector<std::string> base_env = current_environment();
@@ -237,10 +138,10 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   set_env(base_env, "MEGASCALE_BACKEND", opt.backend);
   set_env(base_env, "MEGASCALE_STORE", store.url());
   // Our redis-server's password reaches the ranks through their environment only (never logged).
-  if (const std::string pw = store.password(); !pw.empty()) set_env(base_env, "MEGASCALE_STORE_PASSWORD", pw);
+  if (opt.store == "redis") set_env(base_env, "MEGASCALE_STORE_PASSWORD", store.password());
   set_env(base_env, "MEGASCALE_RUN_ID", "launch-" + tag);
   set_env(base_env, "MEGASCALE_HOST", "127.0.0.1");
-  LaunchDir launch_dir(opt, tag, janitor);
+  PrivateDir launch_dir(opt.run_dir, "launch-" + tag, "launch", janitor);
   set_env(base_env, "MEGASCALE_LAUNCH_DIR", launch_dir.path());
   std::unique_ptr<Dashboard> dash;
   if (opt.dashboard_port >= 0) {

@@ -5,9 +5,13 @@
 //   MEGASCALE_RUN_ID (unique per launch), MEGASCALE_HOST=127.0.0.1, and
 //   OMP_NUM_THREADS = max(1, cores / N) unless the caller's environment sets it.
 // Guarantees:
-//  - The rendezvous store lives exactly as long as the launch: a fresh folder for "file" (removed at
-//    the end), or a redis-server it starts on a free loopback port for "redis" (stopped by the PID in
-//    its pidfile at the end); "redis://host:port" is used as given and left alone.
+//  - The rendezvous store lives exactly as long as the launch (job_store.h): a fresh private folder
+//    (mode 0700) for "file", or for "redis" a redis-server child on a free loopback port with a random
+//    per-launch password (given to the ranks as MEGASCALE_STORE_PASSWORD, never logged);
+//    "redis://host:port" is used as given and left alone.
+//  - Nothing outlives the launch: every child dies with the launcher (parent-death signal), each
+//    rank's process group is SIGKILLed at the end (on success too), and a janitor process
+//    (janitor.h) kills them and removes the folders if the launcher itself is SIGKILLed.
 //  - Every line a child writes is forwarded whole, prefixed "[rank k] ", stdout to stdout and stderr
 //    to stderr; with quiet_others only rank 0's stdout is kept (every rank's stderr still is).
 //  - When a child exits non-zero or dies by a signal, the launcher says which rank failed and how
@@ -23,8 +27,8 @@
 //    serves on dashboard_bind:dashboard_port (0: a free port) from before the first rank starts
 //    until the launch ends (plus dashboard_linger_s), announced as
 //    "megascale launch: dashboard at http://127.0.0.1:PORT/".
-// The pieces live beside this file: signal_forwarding.h, rank_output.h, redis_server.h, process.h,
-// dashboard.h and job_status.h.
+// The pieces live beside this file: signal_forwarding.h, rank_output.h, job_store.h, janitor.h,
+// redis_server.h, process.h, dashboard.h and job_status.h. The multi-host driver is driver.h.
 #pragma once
 #include <chrono>
 #include <string>
