@@ -15,6 +15,7 @@
 #include "base/check.h"        // MS_CHECK
 #include "base/clock.h"        // SteadyClock, seconds_since
 #include "comm/comm_env.h"     // CommEnv
+#include "obs/fault_injection.h"  // fault_fails_selfcheck
 #include "comm/comm_fatal.h"   // end_process_now
 #include "comm/world.h"        // init_world
 #include "train/selfcheck.h"   // run_gemm_check, run_collective_check, SelfCheckReport
@@ -115,13 +116,9 @@ int run_selfcheck(const SelfCheckArgs& a) {
     r.rank = env.rank, r.world = env.world_size;
     deadline.set_progress(r);
     if (do_collective) {
-      const char* faults = std::getenv("MEGASCALE_FAULT");
       CollectiveCheckOptions opt;
-      opt.inject_fault = faults && r.host_index >= 0 &&
-                         selfcheck_fault_for_host(faults, r.host_index, restart_count_from_environment());
-      if (opt.inject_fault)
-        fmt::print(stderr, "megascale: warning: fault injected (MEGASCALE_FAULT): selfcheck on host {} (rank {} "
-                   "contributes rank+2 to the all-reduce)\n", r.host_index, r.rank);
+      // MEGASCALE_FAULT selfcheck:host=H (obs/fault_injection.h, which announces it): rank+2 instead of rank+1.
+      opt.inject_fault = r.host_index >= 0 && fault_fails_selfcheck(r.host_index);
       opt.bench_bytes = static_cast<size_t>(a.size_mb * (1 << 20)) / sizeof(float) * sizeof(float);
       opt.bench_iters = a.iters;
       env.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000.0));

@@ -30,6 +30,8 @@
 #   --kill-at   kill rank 2 once step S is done and a checkpoint exists (default 6)
 #   --every     checkpoint.every (default 4)
 #   --seq       train.seq_len T (default 128)
+#   --broadcast true|false  checkpoint.broadcast_restore (default true, the config's default: one reader
+#               per data-parallel group; false: every rank reads every file it needs)
 #   --report DIR  only print (and write into the doc) the table of a kept results folder, without running
 set -euo pipefail
 
@@ -41,6 +43,7 @@ STEPS=14
 KILL_AT=6
 EVERY=4
 SEQ=128
+BROADCAST=true
 TARGET_S=15
 REPORT_ONLY=
 need() { [[ $# -ge 2 ]] || { echo "bench_recovery: $1 needs a value (see --help)" >&2; exit 1; }; }
@@ -48,9 +51,9 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-doc) WRITE_DOC=0 ;;
     --keep) KEEP=1 ;;
-    --build|--steps|--kill-at|--every|--seq)
+    --build|--steps|--kill-at|--every|--seq|--broadcast)
       need "$@"
-      case "$1" in --build) BUILD=$2 ;; --steps) STEPS=$2 ;; --kill-at) KILL_AT=$2 ;; --every) EVERY=$2 ;; --seq) SEQ=$2 ;; esac
+      case "$1" in --build) BUILD=$2 ;; --steps) STEPS=$2 ;; --kill-at) KILL_AT=$2 ;; --every) EVERY=$2 ;; --seq) SEQ=$2 ;; --broadcast) BROADCAST=$2 ;; esac
       shift ;;
     --report) need "$@"; REPORT_ONLY=$2; shift ;;
     -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
@@ -237,6 +240,7 @@ progress = "lines"
 [checkpoint]
 every = $EVERY
 keep_last = 2
+broadcast_restore = $BROADCAST
 EOF
 
 RUN=$WORK/run

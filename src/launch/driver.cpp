@@ -30,6 +30,7 @@
 #include "launch/janitor.h"
 #include "launch/host_launcher.h"
 #include "launch/job_store.h"
+#include "launch/job_summary.h"
 #include "launch/process.h"
 #include "launch/selfcheck_plan.h"
 #include "launch/signal_forwarding.h"
@@ -50,16 +51,6 @@ spdlog::logger& dlog() {
 
 double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// A self-check result's flag: true only for a JSON true (a check not run reports null).
-bool flag(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
-}
-std::string text(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 struct Host {
   HostSpec spec;
   pid_t pid = -1;          // the executor (leader of its process group)
@@ -78,10 +69,8 @@ struct Host {
 
 enum class Phase { kRunning, kStopping, kSelfCheck, kDraining, kDone };
 
-struct Fault {
-  std::string kind;    // crash, heartbeat, hang, traffic, nan, loss-spike, executor
-  std::string reason;
-  int rank = -1, host = -1, step = 0;
+// A detected fault: what, who, where, and when (the event log's clock).
+struct Fault : FaultRecord {
   double detected_mono = 0;
 };
 
@@ -94,7 +83,10 @@ class Driver {
     MS_CHECK(opt.loss_spike_action == "warn" || opt.loss_spike_action == "restart",
              "--loss-spike-action must be warn or restart, got '{}'", opt.loss_spike_action);
     launcher_ = make_host_launcher(opt.host_launcher);
-    for (const HostSpec& s : parse_hosts(opt.hosts)) hosts_.push_back(Host{s});
+    for (const HostSpec& s : parse_hosts(opt.hosts)) {
+      hosts_.emplace_back();
+      hosts_.back().spec = s;
+    }
     MS_CHECK(opt.spare_hosts >= 0 && opt.spare_hosts < (int)hosts_.size(),
              "--spare-hosts {} leaves no host to run on ({} host(s))", opt.spare_hosts, hosts_.size());
     wanted_hosts_ = (int)hosts_.size() - opt.spare_hosts;
@@ -212,7 +204,10 @@ class Driver {
       if (!signals_seen_.empty()) break;
     }
     for (Host& h : hosts_)
-      if (!h.up) exclude(h, h.alive ? "its executor did not start within 30 s" : "its executor could not start");
+      if (!h.up) {
+        exclude(h, h.alive ? "its executor did not start within 30 s" : "its executor could not start");
+        end_executor(h, true);
+      }
     if (!signals_seen_.empty()) end_job(128 + signals_seen_.front(), fmt::format("driver got signal {}", signals_seen_.front()));
   }
 
@@ -344,11 +339,7 @@ class Driver {
           dlog().info("attempt {} resumed: step {} done", attempt_, s.step);
         }
       }
-      if (s.step_ms > 0) {  // the step's time in its latest execution (its slowest rank)
-        auto [it, fresh] = step_attempt_.try_emplace(s.step, attempt_);
-        if (fresh || it->second != attempt_) step_ms_[s.step] = s.step_ms, it->second = attempt_;
-        else step_ms_[s.step] = std::max(step_ms_[s.step], s.step_ms);
-      }
+      step_times_.add(s.step, attempt_, s.step_ms);  // its latest execution's time (its slowest rank)
       if (std::isfinite(s.loss) || !s.loss_finite) {
         if (loss_seen_.insert(s.step).second || !s.loss_finite) {
           if (auto why = loss_.add(s.step, s.loss, s.loss_finite)) {
@@ -476,8 +467,10 @@ class Driver {
 
   // ---- recovery -------------------------------------------------------------------------------
 
-  void begin_recovery(Fault f) {
+  void begin_recovery(const FaultRecord& what) {
     if (phase_ != Phase::kRunning) return;
+    Fault f;
+    static_cast<FaultRecord&>(f) = what;
     f.step = job_step_;
     f.detected_mono = events_->mono_now();
     result_.faults++;
@@ -568,12 +561,27 @@ class Driver {
     }
   }
 
+  // Evicts a host: logged, and its executor told to exit (its ranks are stopped already).
   void exclude(Host& h, const std::string& why) {
     if (h.excluded) return;
     h.excluded = true;
     h.excluded_why = why;
     events_->log("host_excluded", {{"host", h.spec.index}, {"name", h.spec.name}, {"reason", why}});
     dlog().warn("host {} ({}) excluded: {}", h.spec.index, h.spec.name, why);
+    if (h.alive && phase_ != Phase::kRunning) end_executor(h, false);
+  }
+
+  // The hang dumps of the attempt that ended move to <out_dir>/attempts/<k>/hang/ (when the run
+  // folder is visible here), so the next attempt's diagnosis reads only its own; the executors do
+  // the same for their ranks' files on hosts that run again.
+  void archive_hang_dumps() {
+    if (out_dir_.empty()) return;
+    const fs::path hang = fs::path(out_dir_) / "hang";
+    std::error_code ec;
+    if (!fs::is_directory(hang, ec)) return;
+    const fs::path to = fs::path(out_dir_) / "attempts" / std::to_string(attempt_) / "hang";
+    fs::create_directories(to, ec);
+    for (const auto& e : fs::directory_iterator(hang, ec)) fs::rename(e.path(), to / e.path().filename(), ec);
   }
 
   // ---- self-checks ----------------------------------------------------------------------------
@@ -590,7 +598,7 @@ class Driver {
     for (Host& h : hosts_)
       if (!h.excluded && h.alive && h.up) check_hosts_.push_back(h.spec.index);
     checks_.clear();
-    for (int i : check_hosts_) checks_[i] = HostCheck{i};
+    for (int i : check_hosts_) checks_[i].host = i;
     pair_rounds_ = neighbour_rounds(check_hosts_);
     check_round_ = -1;
     phase_ = Phase::kSelfCheck;
@@ -656,27 +664,7 @@ class Driver {
       for (int i : round_hosts_) {
         HostCheck& c = checks_[i];
         const Host& h = hosts_[(size_t)i];
-        if (!h.check) continue;
-        c.ran = true;
-        c.allreduce_ok = true;
-        c.gemm_ok = true;
-        for (const SelfCheckResult& r : h.check->results) {
-          const json& j = r.result;
-          if (!j.is_object()) {
-            c.allreduce_ok = false;
-            c.detail = fmt::format("a self-check process wrote no result (exit code {})", r.exit_code);
-            continue;
-          }
-          if (j.contains("gemm_ok") && !j["gemm_ok"].is_null()) {
-            c.gemm_ok = flag(j, "gemm_ok");
-            c.gemm_gflops = j["gemm_gflops"].is_number() ? j["gemm_gflops"].get<double>() : 0.0;
-            if (!c.gemm_ok) c.detail = text(j, "gemm_error");
-          }
-          if (!flag(j, "allreduce_ok")) {
-            c.allreduce_ok = false;
-            if (c.detail.empty()) c.detail = !text(j, "allreduce_error").empty() ? text(j, "allreduce_error") : text(j, "error");
-          }
-        }
+        if (h.check) add_host_results(c, h.check->results);
       }
       for (int i : round_hosts_) {
         const HostCheck& c = checks_[i];
@@ -690,7 +678,7 @@ class Driver {
         bool ok = true;
         for (int hi : {a, b}) {
           const Host& h = hosts_[(size_t)hi];
-          ok = ok && h.check && !h.check->results.empty() && flag(h.check->results[0].result, "allreduce_ok");
+          ok = ok && h.check && !h.check->results.empty() && result_passed_allreduce(h.check->results[0]);
         }
         checks_[a].pairs.emplace_back(b, ok);
         checks_[b].pairs.emplace_back(a, ok);
@@ -712,6 +700,7 @@ class Driver {
   }
 
   void restart() {
+    archive_hang_dumps();
     result_.restarts++;
     attempt_++;
     events_->log("restart", {{"attempt", attempt_}, {"after", faults_.back().reason}});
@@ -760,31 +749,24 @@ class Driver {
     for (Host& h : hosts_)
       if (h.alive) send(h, {{"cmd", "exit"}});
     for (Host& h : hosts_) end_executor(h, false);
-    const double wall = secs(Clock::now() - start_);
-    double productive_ms = 0;
-    for (const auto& [step, ms] : step_ms_) productive_ms += ms;  // each step once: its latest execution
-    result_.ettr = wall > 0 ? productive_ms / 1000.0 / wall : 0;
-    json faults = json::array();
-    for (const Fault& f : faults_)
-      faults.push_back({{"kind", f.kind}, {"reason", f.reason}, {"rank", f.rank}, {"host", f.host}, {"step", f.step}});
-    json excluded = json::array();
+    JobSummary sum;
+    sum.exit_code = result_.exit_code, sum.reason = result_.reason;
+    for (const Fault& f : faults_) sum.faults.push_back(f);
+    sum.restarts = result_.restarts, sum.steps_repeated = steps_repeated_;
     for (const Host& h : hosts_)
-      if (h.excluded) excluded.push_back({{"host", h.spec.index}, {"name", h.spec.name}, {"reason", h.excluded_why}});
-    const json summary = {{"exit_code", result_.exit_code}, {"reason", result_.reason}, {"faults", faults},
-                          {"restarts", result_.restarts}, {"steps_repeated", steps_repeated_},
-                          {"hosts_excluded", excluded}, {"final_step", job_step_}, {"final_world", world_},
-                          {"wall_s", wall}, {"productive_step_s", productive_ms / 1000.0}, {"ettr", result_.ettr}};
+      if (h.excluded) sum.excluded.push_back({h.spec.index, h.spec.name, h.excluded_why});
+    sum.final_step = job_step_, sum.final_world = world_;
+    sum.wall_s = secs(Clock::now() - start_), sum.productive_s = step_times_.productive_s();
+    result_.ettr = sum.ettr();
+    const json summary = sum.to_json();
     events_->log("summary", summary);
     try {
       write_text_atomic((fs::path(log_dir_) / "summary.json").string(), summary.dump(2) + "\n");
     } catch (const std::exception& e) {
       dlog().warn("{}", e.what());
     }
-    dlog().info("summary: {} fault(s), {} restart(s), {} step(s) repeated, {} host(s) excluded; wall {:.1f} s, productive "
-                "step time {:.1f} s, ETTR {:.2f}; events in {}", faults_.size(), result_.restarts, steps_repeated_,
-                excluded.size(), wall, productive_ms / 1000.0, result_.ettr, events_->path());
-    for (size_t i = 0; i < faults_.size(); i++)
-      dlog().info("  fault {}: {} at step {}", i + 1, faults_[i].reason, faults_[i].step);
+    for (const std::string& line : sum.lines()) dlog().info("{}", line);
+    dlog().info("events in {}", events_->path());
   }
 
   DriverOptions opt_;
@@ -811,8 +793,7 @@ class Driver {
   std::set<int64_t> rank_pid_seen_;
   std::set<int> loss_seen_;
   std::map<int, std::string> last_error_;
-  std::map<int, double> step_ms_;
-  std::map<int, int> step_attempt_;
+  StepTimes step_times_;
   std::vector<Fault> faults_;
   std::optional<Fault> last_fault_;
   // self-checks

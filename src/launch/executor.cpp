@@ -486,6 +486,7 @@ class Executor {
       while (::waitpid(check_->pids[i], &st, 0) < 0 && errno == EINTR) {}
       check_->done[i] = true;
       check_->status[i] = st;
+      janitor_.forget_group(check_->pids[i]);
     }
   }
 

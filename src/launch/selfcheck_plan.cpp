@@ -77,4 +77,40 @@ std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, 
   return out;
 }
 
+namespace {
+bool flag(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+std::string text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+}  // namespace
+
+bool result_passed_allreduce(const SelfCheckResult& r) { return flag(r.result, "allreduce_ok"); }
+
+void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results) {
+  c.ran = true;
+  c.allreduce_ok = true;
+  c.gemm_ok = true;
+  for (const SelfCheckResult& r : results) {
+    const nlohmann::json& j = r.result;
+    if (!j.is_object()) {
+      c.allreduce_ok = false;
+      c.detail = fmt::format("a self-check process wrote no result (exit code {})", r.exit_code);
+      continue;
+    }
+    if (j.contains("gemm_ok") && !j["gemm_ok"].is_null()) {  // the process that ran the GEMM check
+      c.gemm_ok = flag(j, "gemm_ok");
+      c.gemm_gflops = j["gemm_gflops"].is_number() ? j["gemm_gflops"].get<double>() : 0.0;
+      if (!c.gemm_ok) c.detail = text(j, "gemm_error");
+    }
+    if (!flag(j, "allreduce_ok")) {
+      c.allreduce_ok = false;
+      if (c.detail.empty()) c.detail = !text(j, "allreduce_error").empty() ? text(j, "allreduce_error") : text(j, "error");
+    }
+  }
+}
+
 }  // namespace ms::launch

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "launch/heartbeat.h"  // SelfCheckResult
+
 namespace ms::launch {
 
 // Ring neighbours of `hosts` (in the given order) as rounds of disjoint pairs: 2 hosts -> one pair,
@@ -36,5 +38,12 @@ struct HostVerdict {
 };
 
 std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, double gemm_margin);
+
+// The host's own round: its processes' results (`megascale selfcheck` JSON, train/selfcheck.h) into
+// c (ran, GEMM ok and speed from the process that ran it, all-reduce ok from all, the first failure's
+// words). A process without a result counts as a failed all-reduce.
+void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results);
+// A neighbour-pair process's all-reduce passed (a JSON true; a check not run reports null).
+bool result_passed_allreduce(const SelfCheckResult& r);
 
 }  // namespace ms::launch

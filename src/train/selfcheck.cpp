@@ -26,23 +26,6 @@ std::string human_bytes(size_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
-
-// s split at every `sep` (empty pieces kept).
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (;;) {
-    const size_t p = s.find(sep);
-    out.push_back(s.substr(0, p));
-    if (p == std::string_view::npos) return out;
-    s.remove_prefix(p + 1);
-  }
-}
-
 bool parse_int(std::string_view s, int& out) {
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size() && !s.empty();
@@ -207,47 +190,7 @@ CollectiveCheckResult run_collective_check(Communicator& comm, const CollectiveC
   return r;
 }
 
-// ---- Fault injection and identity ----
-
-bool selfcheck_fault_for_host(std::string_view faults, int host_index, int attempt) {
-  bool hit = false;
-  for (std::string_view entry : split(faults, ';')) {
-    entry = trim(entry);
-    if (entry.empty()) continue;
-    const std::vector<std::string_view> fields = split(entry, ':');
-    if (trim(fields[0]) != "selfcheck") continue;
-    int host = -1, only_attempt = 0;  // no attempt field: attempt 0 only
-    bool has_host = false, every_attempt = false;
-    for (size_t f = 1; f < fields.size(); f++) {
-      const std::string_view kv = trim(fields[f]);
-      const size_t eq = kv.find('=');
-      MS_CHECK(eq != std::string_view::npos, "MEGASCALE_FAULT entry '{}': field '{}' is not key=value", entry, kv);
-      const std::string_view key = kv.substr(0, eq), value = kv.substr(eq + 1);
-      if (key == "host") {
-        MS_CHECK(parse_int(value, host) && host >= 0,
-                 "MEGASCALE_FAULT entry '{}': host must be a host index >= 0, got '{}'", entry, value);
-        has_host = true;
-      } else if (key == "attempt") {
-        every_attempt = value == "all";
-        MS_CHECK(every_attempt || (parse_int(value, only_attempt) && only_attempt >= 0),
-                 "MEGASCALE_FAULT entry '{}': attempt must be a number >= 0 or 'all', got '{}'", entry, value);
-      } else {
-        MS_FAIL("MEGASCALE_FAULT entry '{}': unknown field '{}' (selfcheck takes host=H[:attempt=K|all])", entry, key);
-      }
-    }
-    MS_CHECK(has_host, "MEGASCALE_FAULT entry '{}': selfcheck needs host=H", entry);
-    hit |= host == host_index && (every_attempt || only_attempt == attempt);
-  }
-  return hit;
-}
-
-int restart_count_from_environment() {
-  const char* v = std::getenv("MEGASCALE_RESTART_COUNT");
-  if (!v || !*v) return 0;
-  int n = -1;
-  MS_CHECK(parse_int(v, n) && n >= 0, "MEGASCALE_RESTART_COUNT must be an integer >= 0, got '{}'", v);
-  return n;
-}
+// ---- Identity ----
 
 int host_index_from_environment() {
   const char* v = std::getenv("MEGASCALE_HOST_INDEX");

@@ -71,7 +71,7 @@ struct CollectiveCheckOptions {
   std::vector<size_t> sizes = {1, 1024, 262144};  // floats per correctness all-reduce (4 B, 4 KiB, 1 MiB)
   size_t bench_bytes = 4u << 20;                  // bandwidth buffer
   int bench_iters = 8;                            // timed all-reduces (after one warm-up)
-  bool inject_fault = false;                      // contribute r+2 instead of r+1 (see selfcheck_fault_for_host)
+  bool inject_fault = false;                      // contribute r+2 instead of r+1 (MEGASCALE_FAULT selfcheck:host=H, obs/fault_injection.h)
 };
 
 struct CollectiveCheckResult {
@@ -92,15 +92,8 @@ std::string check_allreduce_sum(const float* got, size_t count, int world);
 // a communication failure (timeout, dead peer).
 CollectiveCheckResult run_collective_check(Communicator& comm, const CollectiveCheckOptions& opt);
 
-// ---- Fault injection and identity ----
+// ---- Identity ----
 
-// Whether MEGASCALE_FAULT text `faults` (';'-separated `kind:key=value:...` entries; other kinds are
-// ignored) holds `selfcheck:host=H[:attempt=K|all]` with H == host_index that applies to `attempt`
-// (the restart count; as obs/fault_injection.h: without attempt=, attempt 0 only). A malformed
-// selfcheck entry is an Error naming MEGASCALE_FAULT, the entry and the field.
-bool selfcheck_fault_for_host(std::string_view faults, int host_index, int attempt = 0);
-// MEGASCALE_RESTART_COUNT as an int, 0 when unset; malformed is an Error naming the variable.
-int restart_count_from_environment();
 // MEGASCALE_HOST_INDEX as an int, -1 when unset; malformed is an Error naming the variable.
 int host_index_from_environment();
 

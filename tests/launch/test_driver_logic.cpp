@@ -13,6 +13,7 @@
 #include "launch/anomaly.h"
 #include "launch/heartbeat.h"
 #include "launch/host_launcher.h"
+#include "launch/job_summary.h"
 #include "launch/selfcheck_plan.h"
 
 namespace {
@@ -200,6 +201,58 @@ TEST(DriverChannel, MessagesRoundTripAndFraming) {
   EXPECT_EQ(cb.env.at("A"), "b");
   EXPECT_FALSE(rd.next(line));
   EXPECT_THROW(parse_message("not json", "host 1"), ms::Error);
+}
+
+TEST(DriverSelfCheckPlan, HostResultsFromTheProcessesJson) {
+  HostCheck c;
+  c.host = 1;
+  SelfCheckResult gemm, other, bad, none;
+  gemm.exit_code = 0;
+  gemm.result = {{"gemm_ok", true}, {"gemm_gflops", 120.0}, {"allreduce_ok", true}};
+  other.result = {{"gemm_ok", nullptr}, {"allreduce_ok", true}};
+  add_host_results(c, {gemm, other});
+  EXPECT_TRUE(c.ran && c.gemm_ok && c.allreduce_ok);
+  EXPECT_EQ(c.gemm_gflops, 120.0);
+  bad.result = {{"gemm_ok", nullptr}, {"allreduce_ok", false}, {"allreduce_error", "element 0 is 7, expected 6"}};
+  HostCheck d;
+  add_host_results(d, {gemm, bad});
+  EXPECT_FALSE(d.allreduce_ok);
+  EXPECT_EQ(d.detail, "element 0 is 7, expected 6");
+  none.exit_code = 137;  // killed at the timeout: no result
+  HostCheck e;
+  add_host_results(e, {none});
+  EXPECT_FALSE(e.allreduce_ok);
+  EXPECT_NE(e.detail.find("exit code 137"), std::string::npos);
+  EXPECT_FALSE(result_passed_allreduce(bad));
+  EXPECT_FALSE(result_passed_allreduce(none));
+  EXPECT_TRUE(result_passed_allreduce(other));
+  SelfCheckResult not_run;
+  not_run.result = {{"allreduce_ok", nullptr}};
+  EXPECT_FALSE(result_passed_allreduce(not_run));
+}
+
+// ETTR counts each step once, at its latest execution; rolled-back executions are lost time.
+TEST(DriverSummary, EttrCountsEachStepsLatestExecution) {
+  StepTimes t;
+  for (int s = 1; s <= 6; s++) t.add(s, 0, 100.0);  // attempt 0 reached step 6
+  t.add(3, 0, 150.0);                                // a slower rank's report of step 3: the max
+  for (int s = 5; s <= 8; s++) t.add(s, 1, 200.0);   // attempt 1 resumed from the step-4 checkpoint
+  t.add(0, 1, 0.0);                                  // no time: ignored
+  EXPECT_EQ(t.steps(), 8u);
+  EXPECT_DOUBLE_EQ(t.productive_s(), (4 * 100.0 + 50.0 + 4 * 200.0) / 1000.0);
+  JobSummary sum;
+  sum.wall_s = 2.5;
+  sum.productive_s = t.productive_s();
+  sum.faults.push_back({"crash", "rank 2 killed by signal 9 (Killed)", 2, 1, 6});
+  sum.restarts = 1, sum.steps_repeated = 2;
+  EXPECT_DOUBLE_EQ(sum.ettr(), 1.25 / 2.5);
+  const auto lines = sum.lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("1 fault(s), 1 restart(s), 2 step(s) repeated"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("ETTR 0.50"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("rank 2 killed by signal 9 (Killed) at step 6"), std::string::npos) << lines[1];
+  EXPECT_DOUBLE_EQ(sum.to_json()["ettr"].get<double>(), 0.5);
+  EXPECT_EQ(JobSummary{}.ettr(), 0.0);
 }
 
 }  // namespace

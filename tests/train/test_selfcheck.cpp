@@ -88,26 +88,6 @@ TEST(SelfCheckCollective, WorldOfOneInProcess) {
   EXPECT_NE(r.error.find("is 2, expected 1"), std::string::npos) << r.error;
 }
 
-TEST(SelfCheckFault, ParsesOnlySelfcheckEntries) {
-  EXPECT_FALSE(ms::selfcheck_fault_for_host("", 1));
-  EXPECT_FALSE(ms::selfcheck_fault_for_host("slow:rank=1:seg=forward:ratio=0.2", 1));
-  const char* f = "slow:rank=1:seg=forward:ratio=0.2; selfcheck:host=1 ;stop:rank=0:step=3";
-  EXPECT_TRUE(ms::selfcheck_fault_for_host(f, 1));
-  EXPECT_FALSE(ms::selfcheck_fault_for_host(f, 0));
-  EXPECT_FALSE(ms::selfcheck_fault_for_host(f, -1));
-  ms::testing::expect_error([] { ms::selfcheck_fault_for_host("selfcheck:host=x", 0); },
-                            {"MEGASCALE_FAULT", "selfcheck:host=x", "host"});
-  ms::testing::expect_error([] { ms::selfcheck_fault_for_host("selfcheck:rank=1", 0); },
-                            {"MEGASCALE_FAULT", "unknown field 'rank'"});
-  ms::testing::expect_error([] { ms::selfcheck_fault_for_host("selfcheck", 0); }, {"needs host=H"});
-  // attempt=K as obs/fault_injection.h: without it attempt 0 only.
-  EXPECT_FALSE(ms::selfcheck_fault_for_host("selfcheck:host=1", 1, 1));
-  EXPECT_TRUE(ms::selfcheck_fault_for_host("selfcheck:host=1:attempt=1", 1, 1));
-  EXPECT_FALSE(ms::selfcheck_fault_for_host("selfcheck:host=1:attempt=1", 1, 0));
-  EXPECT_TRUE(ms::selfcheck_fault_for_host("selfcheck:host=1:attempt=all", 1, 5));
-  ms::testing::expect_error([] { ms::selfcheck_fault_for_host("selfcheck:host=1:attempt=x", 1); }, {"attempt"});
-}
-
 TEST(SelfCheckReport, ChecksNotRunAreNull) {
   ms::SelfCheckReport r;
   r.rank = 2, r.world = 4, r.host_index = 1;
