@@ -164,22 +164,30 @@ float run_training(const Config& cfg_in) {
     eval_batches = static_cast<int>(n);
   }
 
+  // A resume in sight (train.resume given as a folder, or `auto` with a checkpoint to try; rank 0
+  // looks, everyone follows): the weights' random init is skipped, the restore sets every weight;
+  // if no checkpoint verifies after all, the init runs then (the same weights as a fresh start).
+  const std::string ckpt_root = cfg.checkpoint.dir.empty() ? out_dir + "/checkpoints" : cfg.checkpoint.dir;
+  LocalStorage storage(ckpt_root);
+  Communicator* world = grid ? &grid->world() : nullptr;
+  bool resume_in_sight = false;
+  if (rank == 0 && cfg.train.resume != "never")
+    resume_in_sight = cfg.train.resume != "auto" || !checkpoint_candidates(storage, [](const std::string&) {}).empty();
+  resume_in_sight = any_rank(world, resume_in_sight);
   Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr, grid ? &grid->pp() : nullptr,
-                  grid ? grid->embedding() : nullptr);
+                  grid ? grid->embedding() : nullptr, /*init_weights=*/!resume_in_sight);
   MS_CHECK(trainer.needs_tokens() == feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
            "whether this stage reads tokens", rank);
   GPT& model = trainer.model();
 
   // Resume (train.resume): the newest checkpoint that verifies, loaded under this layout; the
   // training stream continues where it stopped.
-  const std::string ckpt_root = cfg.checkpoint.dir.empty() ? out_dir + "/checkpoints" : cfg.checkpoint.dir;
-  LocalStorage storage(ckpt_root);
-  Communicator* world = grid ? &grid->world() : nullptr;
   const CheckpointRank who{rank, env.world_size, dp_rank, grid ? grid->coord().tp : 0, stage};
   const RestoreResult restored = restore_checkpoint(
       cfg, trainer, storage, world, grid ? &grid->dp() : nullptr, who,
       [&](const std::string& m) { if (rank == 0) log.message("checkpoint", m); });
   int first_step = 1;
+  if (!restored.restored && resume_in_sight) trainer.init_weights_now();
   if (restored.restored) {
     first_step = restored.manifest.step + 1;
     feed_opt.start = restored.manifest.data;

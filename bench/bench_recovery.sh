@@ -14,8 +14,8 @@
 # ranks_stopped, selfcheck_done, restart, resumed, summary), the ranks' restore_rank<R>.json and rank
 # 0's log.jsonl; times are unix seconds against the kill's `date +%s.%N`.
 # Note: the driver learns of a finished step from the ranks' record files (flushed every
-# obs.flush_ms = 1 s) through the executors' heartbeats (every 1 s), so "resumed" lags the real end of
-# the first repeated step by up to ~2 s; the table shows that step's own time beside it.
+# obs.flush_ms, 200 ms here) through the executors' heartbeats (--heartbeat 0.2 s here), so "resumed"
+# lags the real end of the first repeated step by up to ~0.4 s; the table shows that step's own time.
 #
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the
 # bench_recovery markers (keeping the previous run's table). ~2-4 minutes on 2 cores. Checkpoints and
@@ -241,13 +241,16 @@ progress = "lines"
 every = $EVERY
 keep_last = 2
 broadcast_restore = $BROADCAST
+
+[obs]
+flush_ms = 200
 EOF
 
 RUN=$WORK/run
 LOGS=$WORK/logs
 MARK="bench_recovery_$$_$STAMP"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-BENCH_MARK=$MARK "$BIN" launch --hosts 'localhost*2' --nproc-per-host 2 --log-dir "$LOGS" --dashboard-port -1 \
+BENCH_MARK=$MARK "$BIN" launch --hosts 'localhost*2' --nproc-per-host 2 --log-dir "$LOGS" --dashboard-port -1 --heartbeat 0.2 \
   --run-dir "$WORK" -- train "$CFG" --train.out_dir="$RUN" >"$RESULTS/launch.out" 2>&1 &
 LAUNCH_PID=$!
 

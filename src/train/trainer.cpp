@@ -43,7 +43,8 @@ ScheduleSpec schedule_spec(const Config& cfg, int P) {
 }
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communicator* pp, Communicator* embedding)
+Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communicator* pp, Communicator* embedding,
+                 bool init_weights)
     : cfg_(cfg), pp_(size_of(pp) > 1 ? pp : nullptr), embedding_(embedding), tp_comm_(tp),
       stage_(pp_ ? pp_->rank() : 0),
       schedule_{cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps,
@@ -64,7 +65,7 @@ Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communic
                                     chunk_shard(cfg, tp, g, G), slots[c]);
     GPT& m = *k.model;
     models.push_back(&m);
-    m.init_weights(static_cast<uint64_t>(cfg.train.seed));
+    if (init_weights) m.init_weights(static_cast<uint64_t>(cfg.train.seed));
     if (size_of(tp) > 1) {
       k.tp = std::make_unique<TensorParallel>(m, *tp, cfg);
       k.counted = k.tp->counted();
@@ -77,7 +78,7 @@ Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communic
       const ParamSpec& wte = m.spec("transformer.wte.weight");
       MS_CHECK(wte.offset == 0, "pipeline: the tied embedding must start the chunk's parameters");
       k.tied = wte.numel();
-      embedding_->broadcast(m.params(), k.tied, DType::kF32, 0);
+      if (init_weights) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0);
       if (!m.has_embedding()) {  // the head's copy: the norm counts the embedding stage's copy only
         if (k.counted.empty()) k.counted.assign(m.param_specs().size(), 1);
         k.counted[0] = 0;
@@ -105,6 +106,18 @@ Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communic
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::init_weights_now() {
+  for (Chunk& k : chunks_) {
+    GPT& m = *k.model;
+    m.init_weights(static_cast<uint64_t>(cfg_.train.seed));
+    if (k.tied) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0);
+    if (k.zero) {  // the shards of the weights, zero moments, no step taken: the constructor's state
+      const std::vector<float> zeros(m.num_params(), 0.0f);
+      k.zero->load_state(m.params(), zeros.data(), zeros.data(), 0);
+    }
+  }
+}
 
 int Trainer::steps_taken() const {
   const Chunk& k = chunks_[0];

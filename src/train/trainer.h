@@ -60,8 +60,15 @@ class Trainer {
   // Compute spans go to the trace sink (obs/trace_sink.h) when its compute track is on.
   // pp: the pipeline group (group rank = stage); embedding: stages 0 and pp-1 of it
   // (RankGrid::embedding(); nullptr on other stages). cfg.train.grad_accum micro-batches per step.
+  // init_weights = false: the weights are left unset for a checkpoint restore that follows (the
+  // random init of a large model costs seconds per rank, all overwritten by load_chunk_state); every
+  // rank of the job must pass the same value, and init_weights_now() must run if no restore came.
   explicit Trainer(const Config& cfg, Communicator* dp = nullptr, Communicator* tp = nullptr,
-                   Communicator* pp = nullptr, Communicator* embedding = nullptr);
+                   Communicator* pp = nullptr, Communicator* embedding = nullptr, bool init_weights = true);
+  // The fresh start's weights (train.seed), exactly as the constructor's init: the tied embedding's
+  // copies made equal, the ZeRO shards taken from them, the optimizer state zero. Collective over
+  // the embedding group (pipeline) like the constructor.
+  void init_weights_now();
   ~Trainer();
 
   // Micro-batch source: fills B*T ids each, in order. Called grad_accum times per step, only on

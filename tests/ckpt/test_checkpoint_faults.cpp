@@ -55,6 +55,36 @@ TEST(CheckpointFaults, WriterKilledMidFile) { killed_during_save("mid_file:rank=
 TEST(CheckpointFaults, KilledBeforePublish) { killed_during_save("before_publish:rank=0:step=4", "step-00000002"); }
 TEST(CheckpointFaults, KilledBeforeLatest) { killed_during_save("before_latest:rank=0:step=4", "step-00000002"); }
 
+// A run that expects to resume skips the weights' random init (the restore sets every weight); when
+// no checkpoint verifies after all, the init runs then: the run equals a fresh start bit for bit
+// (2 ranks, ZeRO-2: the shards and the zero moments too).
+TEST(CheckpointFaults, NoCheckpointVerifiesTrainsAsAFreshStart) {
+  CkptRuns runs("ckpt_fresh");
+  const std::string layout = pp_layout(2, 1, 1, false);
+  runs.train(launch(2), "whole", layout);
+  const CmdResult first = runs.run(launch(2), "run", layout + " --checkpoint.every=2 --train.exit_after=4");
+  ASSERT_EQ(first.code, 0) << first.output;
+  // Every checkpoint damaged: a flipped byte in each rank file.
+  int damaged = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(runs.dir() + "/run/checkpoints"))
+    if (e.path().extension() == ".safetensors") {
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(-4, std::ios::end);
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x5a);
+      f.seekp(-4, std::ios::end);
+      f.write(&c, 1);
+      damaged++;
+    }
+  ASSERT_GE(damaged, 2);
+  std::filesystem::remove(runs.dir() + "/run/log.jsonl");
+  const std::string again = runs.train(launch(2), "run", layout);
+  EXPECT_TRUE(contains(again, "no checkpoint verifies; starting from scratch")) << again;
+  runs.expect_same_losses("whole", "run", 1, 6);
+  runs.expect_same_model("whole", "run");
+}
+
 TEST(CheckpointFaults, DiskFull) {
   CkptRuns runs("ckpt_full");
   runs.train(megascale_bin(), "whole", "");
