@@ -669,7 +669,8 @@ class Driver {
       for (int i : round_hosts_) {
         const HostCheck& c = checks_[i];
         events_->log("selfcheck", {{"host", i}, {"check", "host"}, {"ran", c.ran}, {"gemm_ok", c.gemm_ok},
-                                   {"gemm_gflops", c.gemm_gflops}, {"allreduce_ok", c.allreduce_ok}, {"detail", c.detail}});
+                                   {"gemm_gflops", c.gemm_gflops}, {"allreduce_ok", c.allreduce_ok},
+                                   {"allreduce_gbps", c.allreduce_gbps}, {"detail", c.detail}});
       }
     } else {
       // Pair results: a pair passes when both of its processes passed.

@@ -36,15 +36,23 @@ std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector
   return rounds;
 }
 
+namespace {
+// The lower median of the positive values (0 without any).
+double lower_median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+}  // namespace
+
 std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, double gemm_margin) {
-  std::vector<double> speeds;
-  for (const auto& c : checks)
-    if (c.ran && c.gemm_ok && c.gemm_gflops > 0) speeds.push_back(c.gemm_gflops);
-  double median = 0;
-  if (!speeds.empty()) {
-    std::sort(speeds.begin(), speeds.end());
-    median = speeds[speeds.size() / 2];
+  std::vector<double> speeds, bandwidths;
+  for (const auto& c : checks) {
+    if (c.ran && c.gemm_ok) speeds.push_back(c.gemm_gflops);
+    if (c.ran && c.allreduce_ok) bandwidths.push_back(c.allreduce_gbps);
   }
+  const double median = lower_median(speeds), median_bw = lower_median(bandwidths);
   std::map<int, bool> own_ok;
   std::vector<HostVerdict> out;
   for (const auto& c : checks) {
@@ -56,6 +64,9 @@ std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, 
                                       c.gemm_gflops, 100.0 * (1.0 - gemm_margin), median)};
     else if (!c.allreduce_ok)
       v = {c.host, false, "all-reduce among its ranks failed" + (c.detail.empty() ? "" : ": " + c.detail)};
+    else if (median_bw > 0 && c.allreduce_gbps > 0 && c.allreduce_gbps < (1.0 - gemm_margin) * median_bw)
+      v = {c.host, false, fmt::format("all-reduce among its ranks: {:.2f} GB/s, below {:.0f}% of the hosts' median "
+                                      "{:.2f} GB/s", c.allreduce_gbps, 100.0 * (1.0 - gemm_margin), median_bw)};
     own_ok[c.host] = v.ok;
     out.push_back(v);
   }
@@ -106,6 +117,8 @@ void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results)
       c.gemm_gflops = j["gemm_gflops"].is_number() ? j["gemm_gflops"].get<double>() : 0.0;
       if (!c.gemm_ok) c.detail = text(j, "gemm_error");
     }
+    if (j.contains("allreduce_gbps") && j["allreduce_gbps"].is_number())  // the same on every member
+      c.allreduce_gbps = j["allreduce_gbps"].get<double>();
     if (!flag(j, "allreduce_ok")) {
       c.allreduce_ok = false;
       if (c.detail.empty()) c.detail = !text(j, "allreduce_error").empty() ? text(j, "allreduce_error") : text(j, "error");

@@ -125,7 +125,7 @@ TEST(DriverSelfCheckPlan, JudgmentNamesTheBadHostOnly) {
   EXPECT_TRUE(v[0].ok);
   EXPECT_FALSE(v[1].ok);
   // A slow GEMM, a wrong GEMM, no report, a pair failing against good partners.
-  std::vector<HostCheck> four = {good(0, 100), good(1, 30), good(2), good(3)};
+  std::vector<HostCheck> four = {good(0, 100), good(1, 30), good(2), good(3), good(4, 100)};
   four[2].gemm_ok = false;
   four[3].ran = false;
   v = judge_selfchecks(four, 0.5);
@@ -134,6 +134,17 @@ TEST(DriverSelfCheckPlan, JudgmentNamesTheBadHostOnly) {
   EXPECT_NE(v[1].why.find("below 50%"), std::string::npos) << v[1].why;
   EXPECT_FALSE(v[2].ok);
   EXPECT_FALSE(v[3].ok);
+  // Of two hosts neither fails on speed (which one is slow?); a slow all-reduce among 3 does.
+  std::vector<HostCheck> pair_speed = {good(0, 100), good(1, 20)};
+  v = judge_selfchecks(pair_speed, 0.5);
+  EXPECT_TRUE(v[0].ok && v[1].ok);
+  std::vector<HostCheck> bw = {good(0), good(1), good(2)};
+  bw[0].allreduce_gbps = 1.0, bw[1].allreduce_gbps = 0.3, bw[2].allreduce_gbps = 0.9;
+  v = judge_selfchecks(bw, 0.5);
+  EXPECT_TRUE(v[0].ok);
+  EXPECT_FALSE(v[1].ok);
+  EXPECT_NE(v[1].why.find("GB/s"), std::string::npos) << v[1].why;
+  EXPECT_TRUE(v[2].ok);
   std::vector<HostCheck> link = {good(0), good(1), good(2)};
   link[1].pairs = {{0, false}, {2, false}};
   link[0].pairs = {{1, false}, {2, true}};
@@ -208,11 +219,12 @@ TEST(DriverSelfCheckPlan, HostResultsFromTheProcessesJson) {
   c.host = 1;
   SelfCheckResult gemm, other, bad, none;
   gemm.exit_code = 0;
-  gemm.result = {{"gemm_ok", true}, {"gemm_gflops", 120.0}, {"allreduce_ok", true}};
+  gemm.result = {{"gemm_ok", true}, {"gemm_gflops", 120.0}, {"allreduce_ok", true}, {"allreduce_gbps", 0.5}};
   other.result = {{"gemm_ok", nullptr}, {"allreduce_ok", true}};
   add_host_results(c, {gemm, other});
   EXPECT_TRUE(c.ran && c.gemm_ok && c.allreduce_ok);
   EXPECT_EQ(c.gemm_gflops, 120.0);
+  EXPECT_EQ(c.allreduce_gbps, 0.5);
   bad.result = {{"gemm_ok", nullptr}, {"allreduce_ok", false}, {"allreduce_error", "element 0 is 7, expected 6"}};
   HostCheck d;
   add_host_results(d, {gemm, bad});
