@@ -25,7 +25,6 @@
 #include "base/log.h"          // make_named_logger
 #include "launch/dashboard.h"
 #include "launch/event_log.h"
-#include "launch/executor.h"   // default patterns
 #include "launch/heartbeat.h"
 #include "launch/janitor.h"
 #include "launch/host_launcher.h"

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/check.h"  // ms::Error
@@ -27,6 +29,17 @@
 #include "config/model_config.h"  // ms::ModelConfig
 
 namespace ms::testing {
+
+// Polls pred every 20 ms until it holds or `seconds` pass; its last value.
+template <class F>
+bool eventually(F pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
 
 // True under CI (the environment variable CI is "true" or "1", as .ci/run sets it).
 inline bool in_ci() {

@@ -22,6 +22,8 @@
 
 namespace {
 
+using ms::testing::eventually;
+
 namespace fs = std::filesystem;
 using ms::launch::Janitor;
 using ms::launch::SpawnOptions;
@@ -45,16 +47,6 @@ long pgid_of(long pid) {
   long ppid, pgrp;
   if (std::sscanf(stat.c_str() + close + 2, "%c %ld %ld", &state, &ppid, &pgrp) != 3) return -1;
   return pgrp;
-}
-
-template <class F>
-bool eventually(F pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
 }
 
 pid_t start_sleep(bool new_group, bool die_with_parent) {

@@ -24,6 +24,8 @@
 
 namespace {
 
+using ms::testing::eventually;
+
 using ms::testing::CmdResult;
 using ms::testing::run_cmd;
 namespace fs = std::filesystem;
@@ -59,16 +61,6 @@ std::string q(const std::string& s) {
 
 std::string launch(const std::string& opts, const std::string& script) {
   return kBin + " launch " + opts + " -- /bin/sh -c " + q(script);
-}
-
-template <class F>
-bool eventually(F pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
 }
 
 // The numbers after "<key>" in the rank lines of out ("[rank 1] pid 123" -> 123 for key "pid ").
