@@ -277,10 +277,12 @@ TEST_F(Launcher, SigkilledLauncherLeavesNothingBehind) {
     ASSERT_EQ(::kill(p.pid, SIGKILL), 0);
     int st = 0;
     ASSERT_EQ(::waitpid(p.pid, &st, 0), p.pid);
+    // The janitor reports after it has cleaned up: wait for its line too (it comes just after the
+    // folders are gone).
     const bool clean = eventually([&] {
       for (long pid : pids)
         if (alive(pid)) return false;
-      return fs::is_empty(run_dir);
+      return fs::is_empty(run_dir) && p.output().find("megascale janitor: owner") != std::string::npos;
     }, 10);
     for (long pid : pids) EXPECT_FALSE(alive(pid)) << "process " << pid << " outlived the SIGKILLed launcher";
     EXPECT_TRUE(fs::is_empty(run_dir)) << "folders left behind";
