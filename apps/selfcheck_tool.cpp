@@ -111,9 +111,8 @@ int run_selfcheck(const SelfCheckArgs& a) {
   r.gemm_requested = do_gemm, r.collective_requested = do_collective;
   deadline.set_progress(r);
   try {
-    r.host_index = host_index_from_environment();
     CommEnv env = CommEnv::from_environment();
-    r.rank = env.rank, r.world = env.world_size;
+    r.rank = env.rank, r.world = env.world_size, r.host_index = env.host_index;
     deadline.set_progress(r);
     if (do_collective) {
       CollectiveCheckOptions opt;

@@ -144,9 +144,8 @@ float run_training(const Config& cfg_in) {
   feed_opt.needs_tokens = stage == 0 || stage == cfg.parallel.pp - 1;
   feed_opt.local_rank = env.local_rank, feed_opt.local_world_size = env.local_world_size;
   // Several emulated hosts on one machine (the driver's executors) each have their own loader.
-  const char* host_index = std::getenv("MEGASCALE_HOST_INDEX");
   feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(out_dir).string() + "|" +
-                     (host_index ? host_index : "");
+                     (env.host_index >= 0 ? std::to_string(env.host_index) : "");
   feed_opt.timeout_s = cfg.data.loader_timeout_s;
   // Validation: opened (and validated) only by the ranks that use tokens; the pipeline's middle
   // stages learn the number of evaluation batches from stage 0.

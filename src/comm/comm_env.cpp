@@ -66,6 +66,7 @@ CommEnv CommEnv::from_environment() {
   if (const char* v = env_or_null("MEGASCALE_STORE_PASSWORD")) env.store_password = v;
   if (const char* v = env_or_null("MEGASCALE_RUN_ID")) env.run_id = v;
   if (const char* v = env_or_null("MEGASCALE_HOST")) env.hostname = v;
+  env.host_index = first_env_int({"MEGASCALE_HOST_INDEX"}, 0, -1);
   return env;
 }
 

@@ -20,6 +20,8 @@ struct CommEnv {
   std::string store_password;    // redis AUTH password, empty for none (MEGASCALE_STORE_PASSWORD)
   std::string run_id = "run";    // key prefix in the store, so runs sharing a store do not mix (MEGASCALE_RUN_ID)
   std::string hostname = "127.0.0.1";  // address the gloo transport binds to (MEGASCALE_HOST)
+  int host_index = -1;           // the driver's host of this process, -1 without a driver (MEGASCALE_HOST_INDEX;
+                                 // emulated hosts share a machine, so per-machine resources key on it)
   std::chrono::milliseconds timeout{300000};  // deadline of every op and of rendezvous
   size_t trace_capacity = 4096;               // ops kept in the ring buffer
 

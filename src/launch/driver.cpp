@@ -317,12 +317,8 @@ class Driver {
         rank_pid_seen_.insert(r.pid);
         dash_->status().rank_started(r.rank, r.pid);
       }
-      if (r.state == "exited" || r.state == "killed") {
-        if (!rank_ended_.count(r.rank)) {
-          rank_ended_[r.rank] = r.state == "exited" && r.exit_code == 0;
-          if (dash_) dash_->status().rank_ended(r.rank, r.state == "exited" ? (r.exit_code & 0xff) << 8 : r.signal);
-        }
-      }
+      if (dash_ && (r.state == "exited" || r.state == "killed") && ranks_ended_.insert(r.rank).second)
+        dash_->status().rank_ended(r.rank, r.state == "exited" ? (r.exit_code & 0xff) << 8 : r.signal);
     }
     for (const StepBeat& s : b.steps) {
       if (s.step > job_step_) {
@@ -331,28 +327,26 @@ class Driver {
         if (!resumed_logged_ && attempt_ > 0) {
           resumed_logged_ = true;
           json f = {{"attempt", attempt_}, {"step", s.step}, {"from_checkpoint_step", s.step - 1}};
-          if (last_fault_) f["recovery_s"] = events_->mono_now() - last_fault_->detected_mono,
-                           f["steps_repeated"] = std::max(0, last_fault_->step - (s.step - 1));
-          if (last_fault_) steps_repeated_ += std::max(0, last_fault_->step - (s.step - 1));
+          if (last_fault_) {
+            const int repeated = std::max(0, last_fault_->step - (s.step - 1));
+            f["recovery_s"] = events_->mono_now() - last_fault_->detected_mono;
+            f["steps_repeated"] = repeated;
+            steps_repeated_ += repeated;
+          }
           events_->log("resumed", f);
           dlog().info("attempt {} resumed: step {} done", attempt_, s.step);
         }
       }
       step_times_.add(s.step, attempt_, s.step_ms);  // its latest execution's time (its slowest rank)
-      if (std::isfinite(s.loss) || !s.loss_finite) {
-        if (loss_seen_.insert(s.step).second || !s.loss_finite) {
-          if (auto why = loss_.add(s.step, s.loss, s.loss_finite)) {
-            if (!s.loss_finite || !std::isfinite(s.loss)) {
-              begin_recovery({"nan", *why, s.rank, h.spec.index});
-              return;
-            }
-            events_->log("loss_spike", {{"step", s.step}, {"rank", s.rank}, {"reason", *why}});
-            dlog().warn("{}", *why);
-            if (opt_.loss_spike_action == "restart") {
-              begin_recovery({"loss-spike", *why, s.rank, h.spec.index});
-              return;
-            }
-          }
+      // Loss spikes (a non-finite loss never reaches a step record: the trainer stops that step and
+      // the rank exits, classified as "nan" from its error line).
+      if (!std::isfinite(s.loss) || !loss_seen_.insert(s.step).second) continue;
+      if (auto why = loss_.add(s.step, s.loss, true)) {
+        events_->log("loss_spike", {{"step", s.step}, {"rank", s.rank}, {"reason", *why}});
+        dlog().warn("{}", *why);
+        if (opt_.loss_spike_action == "restart") {
+          begin_recovery({"loss-spike", *why, s.rank, h.spec.index});
+          return;
         }
       }
     }
@@ -383,7 +377,6 @@ class Driver {
       used.push_back(h.spec.index);
       for (int l = 0; l < opt_.nproc_per_host; l++) h.ranks.push_back(i * opt_.nproc_per_host + l);
     }
-    rank_ended_.clear();
     first_failure_ = {};
     loss_seen_.clear();
     loss_.reset();
@@ -789,7 +782,7 @@ class Driver {
   ProgressWatch progress_;
   TrafficWatch traffic_;
   LossWatch loss_;
-  std::map<int, bool> rank_ended_;
+  std::set<int> ranks_ended_;  // reported ended to the dashboard (its rank numbers: the current world)
   std::set<int64_t> rank_pid_seen_;
   std::set<int> loss_seen_;
   std::map<int, std::string> last_error_;

@@ -6,8 +6,9 @@
 //  - an executor sends no heartbeat for `heartbeat_timeout_s`;
 //  - no rank completes a step for max(stall.min_s, stall.factor x the median step time) (before the
 //    attempt's first step: stall.startup_s), or the ranks move no bytes for `traffic_timeout_s`;
-//  - a loss is not finite (a loss spike, z-score over a window, is logged and, with
-//    loss_spike_action = "restart", handled as a fault).
+//  - a loss is not finite (the rank stops the step and exits; its error line names the kind "nan");
+//    a loss spike (z-score over a window) is logged and, with loss_spike_action = "restart",
+//    handled as a fault.
 // Recovery: every rank is stopped (SIGCONT + SIGUSR1 to each process group: a hang dump and exit
 // without saving; SIGKILL after `stop_grace`); for a hang, `megascale diagnose`'s culprits' hosts are
 // excluded; self-checks run on every remaining host (selfcheck_plan.h) and hosts that fail are

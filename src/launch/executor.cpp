@@ -26,7 +26,7 @@
 #include "base/clock.h"          // SteadyClock
 #include "launch/heartbeat.h"
 #include "launch/janitor.h"
-#include "launch/launcher.h"     // usable_cores
+#include "launch/launcher.h"     // usable_cores, omp_threads_per_rank
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/signal_forwarding.h"
@@ -170,7 +170,7 @@ class Executor {
 
  private:
   void send(const json& msg) {
-    if (!send_message(1, msg)) gone_ = true;
+    send_message(1, msg);  // a driver that is gone: stdin ends too, and the loop exits on that
   }
 
   // One command line; false: exit.
@@ -212,16 +212,12 @@ class Executor {
     set_env(env, "MEGASCALE_RESTART_COUNT", std::to_string(cmd.attempt));
     set_env(env, "MEGASCALE_LAUNCH_DIR", launch_dir.string());
     if (std::getenv("OMP_NUM_THREADS") == nullptr && cmd.env.count("OMP_NUM_THREADS") == 0)
-      set_env(env, "OMP_NUM_THREADS", std::to_string(std::max(1, usable_cores() / std::max(1, n))));
+      set_env(env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
     for (int i = 0; i < n; i++) {
       auto r = std::make_unique<LocalRank>();
       r->rank = cmd.ranks[(size_t)i];
       r->local = i;
       r->beat.rank = r->rank;
-      int out[2], err[2];
-      MS_SYSCHECK(::pipe2(out, O_CLOEXEC) == 0, "pipe2");
-      MS_SYSCHECK(::pipe2(err, O_CLOEXEC) == 0, "pipe2");
-      r->out.fd = out[0], r->err.fd = err[0];
       r->out.keep = false;  // stdout goes to the driver as messages
       r->err.out_fd = 2;
       LocalRank* raw = r.get();
@@ -234,15 +230,9 @@ class Executor {
       std::vector<std::string> renv = env;
       set_env(renv, "RANK", std::to_string(r->rank));
       set_env(renv, "LOCAL_RANK", std::to_string(i));
-      try {
-        r->pid = spawn(cmd.argv, renv, SpawnOptions{devnull_, out[1], err[1], true, true});
-        janitor_.watch_group(r->pid);
-      } catch (...) {
-        ::close(out[1]), ::close(err[1]);
-        throw;
-      }
-      ::close(out[1]), ::close(err[1]);
-      for (int fd : {r->out.fd, r->err.fd}) MS_SYSCHECK(::fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl O_NONBLOCK");
+      // stdin /dev/null, a process group of its own, dies with the executor
+      r->pid = spawn_with_streams(cmd.argv, renv, SpawnOptions{devnull_, -1, -1, true, true}, r->out, r->err);
+      janitor_.watch_group(r->pid);
       r->running = true;
       r->beat.pid = r->pid;
       r->beat.state = "running";
@@ -385,7 +375,7 @@ class Executor {
         b.tokens_per_s = s.tokens_per_s;
         b.ms = s.ms;
         if (s.loss) b.loss = *s.loss;
-        beat_.steps.push_back({r->rank, s.step, s.loss ? *s.loss : NAN, true, b.step_ms});
+        beat_.steps.push_back({r->rank, s.step, s.loss ? *s.loss : NAN, b.step_ms});
       }
     }
   }
@@ -520,7 +510,6 @@ class Executor {
   std::unique_ptr<SelfCheckRun> check_;
   std::string out_dir_;
   std::vector<int> prev_ranks_;
-  bool gone_ = false;
 };
 
 }  // namespace

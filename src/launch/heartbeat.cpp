@@ -30,19 +30,19 @@ void get(const json& j, const char* key, T& out) {
 
 void to_json(json& j, const RankBeat& b) {
   j = {{"rank", b.rank}, {"pid", b.pid}, {"state", b.state}, {"exit_code", b.exit_code}, {"signal", b.signal},
-       {"step", b.step}, {"loss", num(b.loss)}, {"loss_finite", b.loss_finite}, {"tokens_per_s", num(b.tokens_per_s)},
+       {"step", b.step}, {"loss", num(b.loss)}, {"tokens_per_s", num(b.tokens_per_s)},
        {"step_ms", num(b.step_ms)}, {"ms", b.ms}};
 }
 void from_json(const json& j, RankBeat& b) {
   get(j, "rank", b.rank), get(j, "pid", b.pid), get(j, "state", b.state), get(j, "exit_code", b.exit_code);
-  get(j, "signal", b.signal), get(j, "step", b.step), get(j, "loss_finite", b.loss_finite), get(j, "ms", b.ms);
+  get(j, "signal", b.signal), get(j, "step", b.step), get(j, "ms", b.ms);
   b.loss = num_of(j, "loss"), b.tokens_per_s = num_of(j, "tokens_per_s"), b.step_ms = num_of(j, "step_ms");
 }
 void to_json(json& j, const StepBeat& b) {
-  j = {{"rank", b.rank}, {"step", b.step}, {"loss", num(b.loss)}, {"loss_finite", b.loss_finite}, {"step_ms", b.step_ms}};
+  j = {{"rank", b.rank}, {"step", b.step}, {"loss", num(b.loss)}, {"step_ms", b.step_ms}};
 }
 void from_json(const json& j, StepBeat& b) {
-  get(j, "rank", b.rank), get(j, "step", b.step), get(j, "loss_finite", b.loss_finite), get(j, "step_ms", b.step_ms);
+  get(j, "rank", b.rank), get(j, "step", b.step), get(j, "step_ms", b.step_ms);
   b.loss = num_of(j, "loss");
 }
 void to_json(json& j, const LogLineBeat& b) { j = {{"rank", b.rank}, {"level", b.level}, {"text", b.text}}; }

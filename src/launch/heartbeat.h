@@ -38,7 +38,6 @@ struct RankBeat {
   int signal = 0;                // killed: the signal
   int step = 0;                  // last step completed (from its step records; 0 = none yet)
   double loss = NAN;             // last known loss (NaN where the rank does not know it)
-  bool loss_finite = true;       // false when the rank recorded a non-finite loss
   double tokens_per_s = NAN;
   double step_ms = NAN;          // wall time of its last step
   std::map<std::string, double> ms;  // the last step's segment times (wall ms)
@@ -48,8 +47,7 @@ struct RankBeat {
 // the loss-spike detector and the effective-training-time count).
 struct StepBeat {
   int rank = -1, step = 0;
-  double loss = NAN;
-  bool loss_finite = true;
+  double loss = NAN;             // NaN where the rank does not know it
   double step_ms = 0;
 };
 

@@ -112,6 +112,8 @@ class Children {
 
 }  // namespace
 
+int omp_threads_per_rank(int local_ranks) { return std::max(1, usable_cores() / std::max(1, local_ranks)); }
+
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -154,8 +156,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     dash = std::make_unique<Dashboard>(d);
     launch_log().info("dashboard at {}", dash->url());
   }
-  if (std::getenv("OMP_NUM_THREADS") == nullptr)
-    set_env(base_env, "OMP_NUM_THREADS", std::to_string(std::max(1, usable_cores() / n)));
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) set_env(base_env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
 
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   MS_SYSCHECK(devnull >= 0, "open /dev/null");
@@ -166,11 +167,6 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   for (int r = 0; r < n; r++) {
     Child& c = kids[(size_t)r];
     c.rank = r;
-    int out[2], err[2];
-    MS_SYSCHECK(::pipe2(out, O_CLOEXEC) == 0, "pipe2");
-    c.out.fd = out[0];
-    MS_SYSCHECK(::pipe2(err, O_CLOEXEC) == 0, "pipe2");
-    c.err.fd = err[0];
     c.out.out_fd = 1;
     c.err.out_fd = 2;
     c.out.keep = !opt.quiet_others || r == 0;
@@ -179,24 +175,13 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     set_env(env, "LOCAL_RANK", std::to_string(r));
     SpawnOptions so;
     so.stdin_fd = r == 0 ? -1 : devnull;
-    so.stdout_fd = out[1];
-    so.stderr_fd = err[1];
     so.new_group = true;        // signals reach the rank's own children too
     so.die_with_parent = true;  // a SIGKILLed launcher takes its ranks along
-    try {
-      c.pid = spawn(opt.command, env, so);
-    } catch (...) {
-      ::close(out[1]);
-      ::close(err[1]);
-      throw;
-    }
+    c.pid = spawn_with_streams(opt.command, env, so, c.out, c.err);
     c.running = true;
     c.reaped = false;
     janitor.watch_group(c.pid);
     if (dash) dash->status().rank_started(r, c.pid);
-    ::close(out[1]);
-    ::close(err[1]);
-    for (int fd : {c.out.fd, c.err.fd}) MS_SYSCHECK(::fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl O_NONBLOCK");
   }
 
   LaunchResult result;

@@ -67,5 +67,7 @@ LaunchResult run_launcher(const LaunchOptions& opt);
 
 // Usable CPU cores of this process (its affinity mask), at least 1.
 int usable_cores();
+// The OpenMP threads each of `local_ranks` ranks on this machine gets by default: cores / ranks, >= 1.
+int omp_threads_per_rank(int local_ranks);
 
 }  // namespace ms

@@ -1,6 +1,7 @@
 // rank_output: see rank_output.h.
 #include "launch/rank_output.h"
 
+#include <fcntl.h>   // O_CLOEXEC, O_NONBLOCK, fcntl
 #include <poll.h>    // poll
 #include <unistd.h>  // read, write, close
 
@@ -39,6 +40,30 @@ void forward(RankStream& s, int rank, const char* data, size_t n, bool eof) {
 }
 
 }  // namespace
+
+pid_t spawn_with_streams(const std::vector<std::string>& argv, const std::vector<std::string>& env, SpawnOptions opt,
+                         RankStream& out, RankStream& err) {
+  int o[2], e[2];
+  MS_SYSCHECK(::pipe2(o, O_CLOEXEC) == 0, "pipe2");
+  if (::pipe2(e, O_CLOEXEC) != 0) {
+    const int saved = errno;
+    ::close(o[0]), ::close(o[1]);
+    errno = saved;
+    MS_SYSCHECK(false, "pipe2");
+  }
+  opt.stdout_fd = o[1], opt.stderr_fd = e[1];
+  pid_t pid = -1;
+  try {
+    pid = spawn(argv, env, opt);
+  } catch (...) {
+    for (int fd : {o[0], o[1], e[0], e[1]}) ::close(fd);
+    throw;
+  }
+  ::close(o[1]), ::close(e[1]);
+  out.fd = o[0], err.fd = e[0];
+  for (int fd : {out.fd, err.fd}) MS_SYSCHECK(::fcntl(fd, F_SETFL, O_NONBLOCK) == 0, "fcntl O_NONBLOCK");
+  return pid;
+}
 
 void write_all(int fd, const char* p, size_t n) {
   while (n > 0) {

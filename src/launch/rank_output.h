@@ -12,6 +12,9 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "launch/process.h"  // SpawnOptions
 
 namespace ms::launch {
 
@@ -24,6 +27,12 @@ struct RankStream {
   // matching and its forwarding of rank stdout to the driver.
   std::function<void(std::string_view line)> on_line;
 };
+
+// Starts argv (process.h spawn with `opt`) with its stdout and stderr on fresh pipes whose read ends,
+// non-blocking and close-on-exec, become out.fd and err.fd (opt's stdout_fd / stderr_fd are replaced).
+// Returns the pid; when the start fails it throws with nothing left open.
+pid_t spawn_with_streams(const std::vector<std::string>& argv, const std::vector<std::string>& env, SpawnOptions opt,
+                         RankStream& out, RankStream& err);
 
 // Reads what is available on s.fd and forwards the complete lines; closes s.fd (and sets it to -1)
 // at end of file, after forwarding the unfinished tail.

@@ -2,9 +2,7 @@
 #include "train/selfcheck.h"
 
 #include <algorithm>
-#include <charconv>  // std::from_chars
 #include <cmath>
-#include <cstdlib>  // getenv
 #include <memory>   // unique_ptr
 
 #include <nlohmann/json.hpp>  // nlohmann::json
@@ -24,11 +22,6 @@ std::string human_bytes(size_t bytes) {
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
   if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
   return fmt::format("{} B", bytes);
-}
-
-bool parse_int(std::string_view s, int& out) {
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
 
 }  // namespace
@@ -190,15 +183,6 @@ CollectiveCheckResult run_collective_check(Communicator& comm, const CollectiveC
   return r;
 }
 
-// ---- Identity ----
-
-int host_index_from_environment() {
-  const char* v = std::getenv("MEGASCALE_HOST_INDEX");
-  if (!v || !*v) return -1;
-  int h = -1;
-  MS_CHECK(parse_int(v, h) && h >= 0, "MEGASCALE_HOST_INDEX must be an integer >= 0, got '{}'", v);
-  return h;
-}
 
 // ---- Report ----
 

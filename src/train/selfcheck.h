@@ -92,10 +92,6 @@ std::string check_allreduce_sum(const float* got, size_t count, int world);
 // a communication failure (timeout, dead peer).
 CollectiveCheckResult run_collective_check(Communicator& comm, const CollectiveCheckOptions& opt);
 
-// ---- Identity ----
-
-// MEGASCALE_HOST_INDEX as an int, -1 when unset; malformed is an Error naming the variable.
-int host_index_from_environment();
 
 // ---- Report ----
 

@@ -181,7 +181,7 @@ TEST(DriverChannel, MessagesRoundTripAndFraming) {
   RankBeat r;
   r.rank = 5, r.pid = 99, r.state = "killed", r.signal = 9, r.step = 4, r.loss = NAN, r.ms = {{"forward", 1.5}};
   b.ranks.push_back(r);
-  b.steps.push_back({5, 4, 2.5, true, 12.0});
+  b.steps.push_back({5, 4, 2.5, 12.0});
   b.lines.push_back({5, "error", "boom"});
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
