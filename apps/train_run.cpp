@@ -9,6 +9,7 @@
 #include <algorithm>  // std::max, std::min
 #include <atomic>
 #include <chrono>
+#include <cmath>  // NAN
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -35,6 +36,7 @@
 #include "ckpt/ckpt_fault.h"         // check_ckpt_fault_env
 #include "launch_report.h"        // write_launch_report
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
+#include "kernels/hw_peak.h"      // hardware_peak
 #include "model/flops.h"          // model_flops_per_token
 #include "model/hf_export.h"      // export_hf
 #include "obs/timeline.h"         // write_chrome_trace, write_comm_trace
@@ -234,10 +236,20 @@ float run_training(const Config& cfg_in) {
                                         grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp,
                                         cfg.parallel.pp, tp_text, pp_text, dp_text));
   }
-  // MFU denominator: the GEMM throughput this machine reaches in the run's precision. Only rank 0
-  // logs, so only rank 0 measures (the others would slow its probe down on shared cores).
-  const bool bf16 = model.precision() == DType::kBF16;
-  const double peak = rank != 0 ? 1.0 : bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+  // MFU as MegaScale counts it: model FLOP/s over the hardware peak of every rank (cores x FLOP/cycle x
+  // measured clock in the run's precision, kernels/hw_peak.h); beside it, the ratio to the GEMM
+  // throughput this machine reaches (kernels/gemm_peak.h). Only rank 0 logs, so only rank 0 measures
+  // (the others would slow its probes down on shared cores); elsewhere both stay NaN.
+  const DType precision = model.precision();
+  const bool bf16 = precision == DType::kBF16;
+  HardwarePeak hw;
+  double hw_gflops = NAN, gemm_gflops = NAN;
+  if (rank == 0) {
+    hw = hardware_peak(threads);
+    hw_gflops = hw.gflops(precision);
+    gemm_gflops = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+  }
+  const double job_ranks = static_cast<double>(dp) * cfg.parallel.tp * cfg.parallel.pp;
   const double flops_tok = model_flops_per_token(cfg.model, T);
   log.message("start", fmt::format(
       "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
@@ -250,8 +262,17 @@ float run_training(const Config& cfg_in) {
   log.message("data", fmt::format("train: {} samples of {} tokens, one loader per machine (shared memory {}){}",
                                   train.num_samples(), T + 1, train.segment(),
                                   validate ? fmt::format("; val: {} samples, {} batches per evaluation", val_samples, eval_batches) : ""));
-  log.message("peak", fmt::format("measured {} GEMM peak: {:.1f} GFLOP/s (MFU denominator); model: {:.3f} GFLOP per token",
-                                  bf16 ? "bf16" : "fp32", peak, flops_tok / 1e9));
+  if (rank == 0) {
+    const double fpc = hw.flop_per_cycle(precision);
+    const char* unit = bf16 ? hw.bf16_unit : hw.fp32_unit;
+    const char* source = bf16 && !hw.bf16_measured ? "specification" : "measured";
+    log.message("peak", fmt::format(
+        "hardware peak ({}): {} cores x {:g} FLOP/cycle ({}, {}) x {:.2f} GHz (measured) = {:.1f} GFLOP/s per rank "
+        "(MFU denominator, x {} rank(s)); measured {} GEMM peak: {:.1f} GFLOP/s (ratio denominator); model: {:.3f} "
+        "GFLOP per token",
+        dtype_name(precision), threads, fpc, unit, source, hw.clock_ghz, hw_gflops, job_ranks, dtype_name(precision),
+        gemm_gflops, flops_tok / 1e9));
+  }
 
   auto next = [&](int* in, int* tg) { train.next_batch(in, tg); };
   float last = 0;
@@ -286,7 +307,10 @@ float run_training(const Config& cfg_in) {
       r.loss = s.loss; r.lr = s.lr; r.grad_norm = s.grad_norm; r.step_seconds = s.seconds;
       r.tokens_per_s = static_cast<double>(B) * T * cfg.train.grad_accum * dp / s.seconds;
       // Per-rank peak x every rank of the job (tokens/s counts the whole job's tokens).
-      r.mfu = r.tokens_per_s * flops_tok / (peak * 1e9 * dp * cfg.parallel.tp * cfg.parallel.pp);
+      const double model_flops = r.tokens_per_s * flops_tok;
+      r.mfu = hw_gflops > 0 ? model_flops / (hw_gflops * 1e9 * job_ranks) : NAN;
+      r.mfu_gemm = gemm_gflops > 0 ? model_flops / (gemm_gflops * 1e9 * job_ranks) : NAN;
+      r.precision = precision;
       if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
       if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
       if (cfg.parallel.pp > 1) {

@@ -1,14 +1,18 @@
 // bench_train: training-step throughput of megascale on synthetic data (no data files).
 // Builds an ms::Trainer from `--section.key=value` config overrides (ms::set_field), runs warm-up
 // steps and timed steps on random token batches, and prints ONE JSON line: median tokens/s, median
-// step ms, CPU seconds per step, the share of step time spent outside GEMMs, peak RSS, model FLOPs per token, precision.
+// step ms, CPU seconds per step, the per-kernel median ms per step ("kernel_ms", from
+// base/kernel_timing.h, with "other" = step - the kernels), the share of step time outside GEMMs
+// (fp32 and bf16), peak RSS, model FLOPs per token, precision.
 // A config the build does not know (e.g. `--train.precision=bf16` before bf16 lands) prints a JSON
 // line with "error" and exits with status 2.
 //
-// `bench_train --probe` instead measures the machine: the core clock (a dependent integer-multiply
-// chain on every thread at once, timed in thread CPU time so other processes do not skew it), plus /proc/cpuinfo "cpu MHz" read while that load runs), the best fp32
-// GEMM throughput (ms::measure_sgemm_peak_gflops) and the best bf16 GEMM throughput (a oneDNN bf16
-// matmul, bf16 in / f32 out, plain and pre-packed weights), and prints one JSON line.
+// `bench_train --probe` instead measures the machine and prints one JSON line: the hardware peak of
+// kernels/hw_peak.h (core clock, FLOP/cycle per core of the fp32 FMA unit and of the bf16 unit in use,
+// AMX-BF16 / AVX512-BF16 / fp32 FMA, and cores x FLOP/cycle x clock per precision), /proc/cpuinfo
+// "cpu MHz" idle and while the clock is measured, the best fp32 GEMM throughput
+// (ms::measure_sgemm_peak_gflops) and the best bf16 GEMM throughput (a oneDNN bf16 matmul, bf16 in /
+// f32 out, plain and pre-packed weights).
 //
 // Usage: bench_train [--bench.warmup=2] [--bench.steps=5] [--model.n_layer=12 ...]
 //        bench_train --probe
@@ -24,6 +28,7 @@
 #include <ctime>  // clock_gettime
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,7 +38,8 @@
 #include "base/check.h"    // ms::Error
 #include "config/config.h"   // Config, set_field, list_fields
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops
-#include "kernels/gemm_timing.h"  // set_gemm_timing, gemm_seconds
+#include "kernels/hw_peak.h"      // hardware_peak, measure_core_clock_ghz
+#include "base/kernel_timing.h"   // set_kernel_timing, kernel_seconds
 #include "model/flops.h"          // model_flops_per_token
 #include "base/rng.h"      // Rng
 #include "base/thread_pin.h"  // pin_omp_threads
@@ -42,7 +48,7 @@
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in insertion order (kernel_ms in KernelId order)
 
 double now_s() { return ms::steady_seconds(); }
 
@@ -79,48 +85,6 @@ double cpuinfo_mhz() {
       if (p != std::string::npos) { sum += std::atof(line.c_str() + p + 1); n++; }
     }
   return n ? sum / n : 0;
-}
-
-// 8 dependent 64-bit multiplies per iteration, 3 cycles each on every x86 core of the last decade
-// (an add-immediate chain is no good: recent cores fold those in the renamer).
-double thread_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-double mul_chain_ghz(uint64_t iters) {
-  uint64_t x = 1, n = iters;
-  double t0 = thread_cpu_s();
-  asm volatile(
-      "1:\n\t"
-      "imul %0, %0\n\t" "imul %0, %0\n\t" "imul %0, %0\n\t" "imul %0, %0\n\t"
-      "imul %0, %0\n\t" "imul %0, %0\n\t" "imul %0, %0\n\t" "imul %0, %0\n\t"
-      "dec %1\n\t"
-      "jnz 1b\n\t"
-      : "+r"(x), "+r"(n)
-      :
-      : "cc");
-  double s = thread_cpu_s() - t0;
-  return 24.0 * static_cast<double>(iters) / s / 1e9;
-}
-
-// Clock under load on every thread at once: median per-thread result of the best of 3 rounds.
-void measure_clock(double& ghz_measured, double& cpuinfo_under_load_mhz) {
-  const int nt = omp_get_max_threads();
-  double best = 0, mhz = 0;
-  for (int round = 0; round < 3; round++) {
-    std::vector<double> g(nt);
-#pragma omp parallel num_threads(nt)
-    {
-      int t = omp_get_thread_num();
-      g[t] = mul_chain_ghz(60'000'000);  // ~0.4 s at 4 GHz
-      if (t == 0) mhz = std::max(mhz, cpuinfo_mhz());  // read while the other threads still spin
-    }
-    best = std::max(best, median(g));
-  }
-  ghz_measured = best;
-  cpuinfo_under_load_mhz = mhz;
 }
 
 #define DNNL_OK(call)                                                                        \
@@ -180,12 +144,26 @@ double bf16_matmul_gflops(int M, int N, int K, bool packed_b) {
 
 int run_probe() {
   json j;
-  double ghz = 0, mhz = 0;
-  measure_clock(ghz, mhz);
-  j["threads"] = omp_get_max_threads();
-  j["clock_ghz_measured"] = ghz;
+  const int threads = omp_get_max_threads();
+  j["threads"] = threads;
   j["cpuinfo_mhz_idle"] = cpuinfo_mhz();
-  j["cpuinfo_mhz_under_load"] = mhz;
+  // The clock (~0.1 s on every thread): /proc/cpuinfo is read while that load runs.
+  double ghz = 0;
+  std::thread clock([&] { ghz = ms::measure_core_clock_ghz(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  j["cpuinfo_mhz_under_load"] = cpuinfo_mhz();
+  clock.join();
+  const ms::HardwarePeak hw = ms::hardware_peak(threads);
+  j["clock_ghz_measured"] = ghz;
+  j["fp32_unit"] = hw.fp32_unit;
+  j["fp32_flop_per_cycle"] = hw.fp32_flop_per_cycle;
+  j["bf16_unit"] = hw.bf16_unit;
+  j["bf16_flop_per_cycle"] = hw.bf16_flop_per_cycle;
+  j["bf16_flop_per_cycle_source"] = hw.bf16_measured ? "measured" : "specification";
+  j["fp32_issue_per_cycle"] = hw.fp32_issue_per_cycle;  // before rounding to a power of two
+  j["bf16_issue_per_cycle"] = hw.bf16_issue_per_cycle;
+  j["fp32_hw_peak_gflops"] = hw.gflops(ms::DType::kF32);
+  j["bf16_hw_peak_gflops"] = hw.gflops(ms::DType::kBF16);
   double sgemm = 0;
   for (int i = 0; i < 3; i++) sgemm = std::max(sgemm, ms::measure_sgemm_peak_gflops());  // best of 3: robust to a busy machine
   j["sgemm_peak_gflops"] = sgemm;
@@ -261,19 +239,27 @@ int run_train(const Args& args) {
   for (int s = 0; s < warmup; s++) trainer.train_step(next);
 
   std::vector<double> step_s, cpu_s, gemm_share;
+  std::vector<std::vector<double>> kernel_ms(ms::kNumKernels + 1);  // per kernel, then "other"
   double loss = 0;
-  ms::set_gemm_timing(true);
+  ms::set_kernel_timing(true);
   for (int s = 0; s < steps; s++) {
-    ms::reset_gemm_seconds();
+    ms::reset_kernel_seconds();
     double t0 = now_s(), c0 = process_cpu_s();
     ms::StepStats st = trainer.train_step(next);
     double dt = now_s() - t0;
     cpu_s.push_back(process_cpu_s() - c0);
     step_s.push_back(dt);
-    gemm_share.push_back(ms::gemm_seconds() / dt);
+    double sum = 0;
+    for (int k = 0; k < ms::kNumKernels; k++) {
+      const double ks = ms::kernel_seconds(static_cast<ms::KernelId>(k));
+      kernel_ms[k].push_back(ks * 1e3);
+      sum += ks;
+    }
+    kernel_ms[ms::kNumKernels].push_back((dt - sum) * 1e3);
+    gemm_share.push_back((ms::kernel_seconds(ms::KernelId::kGemmFp32) + ms::kernel_seconds(ms::KernelId::kGemmBf16)) / dt);
     loss = st.loss;
   }
-  ms::set_gemm_timing(false);
+  ms::set_kernel_timing(false);
 
   const double med = median(step_s);
   out["engine"] = "megascale";
@@ -295,13 +281,13 @@ int run_train(const Args& args) {
   out["tokens_per_s_median"] = tokens_per_step / med;
   out["cpu_s_per_step_median"] = median(cpu_s);
   out["tokens_per_cpu_s_median"] = tokens_per_step / median(cpu_s);
-  if (median(gemm_share) > 0) {
-    out["gemm_share_median"] = median(gemm_share);
-    out["non_gemm_share_median"] = 1.0 - median(gemm_share);
-  } else {  // this precision's GEMMs do not report to ms::gemm_seconds() (not instrumented)
-    out["gemm_share_median"] = nullptr;
-    out["non_gemm_share_median"] = nullptr;
-  }
+  // Median ms per step of each kernel (exclusive time, base/kernel_timing.h) and of the rest.
+  json kms = json::object();
+  for (int k = 0; k <= ms::kNumKernels; k++)
+    kms[k < ms::kNumKernels ? ms::kernel_name(static_cast<ms::KernelId>(k)) : "other"] = median(kernel_ms[k]);
+  out["kernel_ms"] = kms;
+  out["gemm_share_median"] = median(gemm_share);  // fp32 and bf16 GEMMs
+  out["non_gemm_share_median"] = 1.0 - median(gemm_share);
   out["peak_rss_mb"] = peak_rss_mb();
   out["flops_per_token"] = ms::model_flops_per_token(cfg.model, T);
   out["last_loss"] = loss;
@@ -317,7 +303,7 @@ int main(int argc, char** argv) {
   args.values.resize(args.fields.size());
   args.given.resize(args.fields.size());
   CLI::App app{"bench_train: training-step throughput on synthetic data (one JSON line), or --probe the machine"};
-  app.add_flag("--probe", args.probe, "measure the core clock and GEMM peaks instead");
+  app.add_flag("--probe", args.probe, "measure the hardware peak (clock, FLOP/cycle) and the GEMM peaks instead");
   std::vector<CLI::Option*> others;
   others.push_back(app.add_option("--bench.warmup", args.warmup, "untimed steps first")->capture_default_str());
   others.push_back(app.add_option("--bench.steps", args.steps, "timed steps")->capture_default_str());

@@ -4,9 +4,11 @@
 # For each model config and precision (fp32, bf16) it runs, interleaved and each in its own process
 # (so peak RSS is per run): bench_train (megascale) then bench/torch_gpt.py (PyTorch 1.13 via
 # /usr/bin/python3, 2 threads, OMP_WAIT_POLICY=PASSIVE, ATEN_CPU_CAPABILITY=avx512). It probes the
-# clock and the best fp32/bf16 GEMM throughput before and after, prints a table (tokens/s, ratio,
-# model FLOP/s, MFU vs the theoretical and the measured GEMM peak, share of step time outside
-# GEMMs, peak RSS) and writes it into docs/performance.md between the bench markers.
+# hardware peak (measured clock and FLOP/cycle, `bench_train --probe`, kernels/hw_peak.h) and the best
+# fp32/bf16 GEMM throughput before and after, prints a table (tokens/s, ratio, model FLOP/s, MFU over
+# the hardware peak, model FLOP/s over the best measured GEMM, share of step time outside GEMMs, peak
+# RSS) and a second one (megascale's per-kernel ms per step and share of the step, per config and
+# precision), and writes both into docs/performance.md between the bench markers.
 #
 # Usage: bench/run_bench.sh [--quick] [--no-doc] [--build DIR]
 #   --quick   2 configs (small T=256, GPT-2 124M T=256), fewer steps (minutes instead of ~30 min)
@@ -26,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --no-doc) WRITE_DOC=0 ;;
     --build) BUILD=$2; shift ;;
     --build=*) BUILD=${1#--build=} ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run_bench.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -131,7 +133,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 DOC_ARG=""
 [[ $WRITE_DOC == 1 ]] && DOC_ARG="$ROOT/docs/performance.md"
 "$PY" - "$RES" "$MODE" "$LOAD_START" "$LOAD_END" "$DOC_ARG" <<'PYEOF'
-import datetime, json, os, re, sys
+import datetime, json, math, os, re, sys
 
 res_path, mode, load_start, load_end, doc = sys.argv[1:6]
 rows = [json.loads(l) for l in open(res_path) if l.strip()]
@@ -142,11 +144,21 @@ def best(key):
     v = [p[key] for p in probes if p.get(key)]
     return max(v) if v else None
 
+def first(key):
+    v = [p[key] for p in probes if p.get(key) is not None]
+    return v[0] if v else None
+
+# Hardware peaks (the MFU denominators, as MegaScale counts MFU): cores x FLOP/cycle x clock, all
+# measured by `bench_train --probe` (kernels/hw_peak.h) except AMX-BF16 (the specification's 1024).
+# The best of the probes: interference on a shared machine only lowers a measurement.
 clock = best("clock_ghz_measured")
 mhz_load = best("cpuinfo_mhz_under_load")
-cores = 2
-peak = {"fp32": cores * 64 * clock * 1e9 if clock else None,
-        "bf16": cores * 1024 * clock * 1e9 if clock else None}
+cores = first("threads") or 2
+fpc = {"fp32": best("fp32_flop_per_cycle"), "bf16": best("bf16_flop_per_cycle")}
+unit = {"fp32": first("fp32_unit") or "?", "bf16": first("bf16_unit") or "?"}
+ipc = {"fp32": best("fp32_issue_per_cycle"), "bf16": best("bf16_issue_per_cycle")}
+bf16_source = first("bf16_flop_per_cycle_source") or "?"
+peak = {k: (cores * fpc[k] * clock * 1e9 if clock and fpc[k] else None) for k in ("fp32", "bf16")}
 gemm = {"fp32": best("sgemm_peak_gflops"), "bf16": best("bf16_gemm_peak_gflops")}
 gemm = {k: (v * 1e9 if v else None) for k, v in gemm.items()}
 cpu = "unknown"
@@ -166,7 +178,7 @@ for r in runs:
         configs.append(r["config"])
 
 lines = []
-lines.append("| config | precision | engine | tokens/s | step ms | megascale / PyTorch | tokens per CPU-s (ratio) | model GFLOP/s | MFU vs theoretical peak | MFU vs best measured GEMM | step time outside GEMMs | peak RSS MB |")
+lines.append("| config | precision | engine | tokens/s | step ms | megascale / PyTorch | tokens per CPU-s (ratio) | model GFLOP/s | MFU (hardware peak) | model FLOP/s / best measured GEMM | step time outside GEMMs | peak RSS MB |")
 lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 notes = []
 for c in configs:
@@ -188,12 +200,62 @@ for c in configs:
             cpu_col = fmt(tpc)
             if eng == "megascale" and pt and "error" not in pt and tpc and pt.get("tokens_per_cpu_s_median"):
                 cpu_col += f" ({tpc / pt['tokens_per_cpu_s_median']:.2f}x)"
-            share = fmt(r.get("non_gemm_share_median"), "{:.0%}", "n/a (GEMMs not timed)") if eng == "megascale" else "—"
+            share = fmt(r.get("non_gemm_share_median"), "{:.0%}") if eng == "megascale" else "—"
             lines.append(
                 f"| {c} | {prec} | {eng} | {tps:.0f} | {r['step_ms_median']:.0f} | {ratio} | {cpu_col} | {fl / 1e9:.1f} | "
                 f"{fmt(fl / peak[prec] if peak[prec] else None, '{:.1%}')} | "
                 f"{fmt(fl / gemm[prec] if gemm[prec] else None, '{:.1%}')} | {share} | {r['peak_rss_mb']:.0f} |")
 table = "\n".join(lines)
+
+# Per-kernel time of megascale's step (bench_train "kernel_ms": median exclusive ms per step of each
+# kernel, base/kernel_timing.h, and "other" = the step less the kernels): one column per config x
+# precision, each cell "ms (share of the median step)".
+kcols = [(c, prec, by[(c, "megascale", prec)]) for c in configs for prec in ("fp32", "bf16")
+         if (c, "megascale", prec) in by and "kernel_ms" in by[(c, "megascale", prec)]]
+kernels = []
+for _, _, r in kcols:
+    for k in r["kernel_ms"]:
+        if k not in kernels:
+            kernels.append(k)
+if "other" in kernels:  # last
+    kernels.remove("other"); kernels.append("other")
+klines = ["| kernel | " + " | ".join(f"{c} {prec}" for c, prec, _ in kcols) + " |",
+          "|---|" + "---:|" * len(kcols)]
+silent = []
+for k in kernels:
+    vals = [r["kernel_ms"].get(k) for _, _, r in kcols]
+    if k != "other" and not any(vals):
+        silent.append(k)
+        continue
+    cells = []
+    for v, (_, _, r) in zip(vals, kcols):
+        if v is None:
+            cells.append("n/a")
+        elif v == 0:
+            cells.append("—")  # not run in this config and precision
+        else:
+            cells.append(f"{v:.1f} ({v / r['step_ms_median']:.1%})" if abs(v) < 10 else f"{v:.0f} ({v / r['step_ms_median']:.0%})")
+    label = "other (outside the timed kernels)" if k == "other" else k
+    klines.append(f"| {label} | " + " | ".join(cells) + " |")
+klines.append("| step (median) | " + " | ".join((f"{r['step_ms_median']:.0f}" if r['step_ms_median'] >= 10 else
+                                                  f"{r['step_ms_median']:.1f}") for _, _, r in kcols) + " |")
+ktable = "\n".join(klines) if kcols else "(no megascale run reported kernel times)"
+if silent:
+    ktable += "\n\nNo time reported (no timing scope in this build, or not run by these configs): " + \
+              ", ".join(f"`{k}`" for k in silent) + "."
+
+def peak_desc(k):
+    if not peak[k]:
+        return f"{k}: unknown ({unit[k]})"
+    if k == "bf16" and bf16_source != "measured":
+        how = "from the specification: TDPBF16PS, 16x16x32 multiply-adds per 16 cycles; no issue loop measures it"
+    else:
+        per_cycle = 2 ** round(math.log2(ipc[k])) if ipc[k] else None
+        what = "VDPBF16PS" if unit[k] == "AVX512-BF16" else "FMA"
+        how = (f"measured: {fmt(ipc[k], '{:.2f}')} {what} instructions/cycle from independent chains, rounded to "
+               f"{fmt(per_cycle, '{:g}')}, x {fmt(per_cycle and fpc[k] / per_cycle, '{:g}')} flop per instruction")
+    return (f"{k} {peak[k] / 1e9:.0f} GFLOP/s = {cores} cores x {fpc[k]:g} flop/cycle ({unit[k]}; {how}) x "
+            f"{clock:.2f} GHz")
 
 now = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
 steps_desc = "; ".join(sorted({f"{r['config']}: {r.get('warmup','?')} warm-up + {r.get('steps','?')} timed steps"
@@ -202,24 +264,32 @@ p0 = probes[0] if probes else {}
 body = f"""Generated by `bench/run_bench.sh{' --quick' if mode == 'quick' else ''}` on {now} ({mode} mode).
 
 - CPU: {cpu}, {os.cpu_count()} cores ({isa}); 2 threads for both engines.
-- Clock: {fmt(clock, '{:.2f}')} GHz **measured** (dependent 64-bit multiply chain on both cores at once, in
-  thread CPU time); /proc/cpuinfo "cpu MHz" says {fmt(mhz_load, '{:.0f}')} MHz even under load (the VM reports a
-  fixed nominal value), so it is not used.
-- Theoretical peaks at that clock: FP32 {fmt(peak['fp32'] and peak['fp32'] / 1e9, '{:.0f}')} GFLOP/s (2 cores x 64 flop/cycle),
-  AMX-BF16 {fmt(peak['bf16'] and peak['bf16'] / 1e9, '{:.0f}')} GFLOP/s (2 cores x 1024 flop/cycle).
+- Clock: {fmt(clock, '{:.2f}')} GHz **measured** (dependent 64-bit multiply chain on all {cores} threads at once, in
+  thread CPU time: `ms::measure_core_clock_ghz`); /proc/cpuinfo "cpu MHz" says {fmt(mhz_load, '{:.0f}')} MHz even under
+  load (the VM reports a fixed nominal value), so it is not used.
+- Hardware peaks at that clock, the denominators of "MFU (hardware peak)" (MFU as MegaScale counts it:
+  cores x FLOP/cycle per core x measured clock, for the precision in use; `ms::hardware_peak`):
+  {peak_desc('fp32')};
+  {peak_desc('bf16')}.
 - Best measured GEMM (better of the probes before and after the runs): fp32 `ms::measure_sgemm_peak_gflops()`
   {fmt(gemm['fp32'] and gemm['fp32'] / 1e9, '{:.0f}')} GFLOP/s; bf16 oneDNN matmul (bf16 in, f32 out, 1024x768 @ 768x3072, best of
-  plain and pre-packed weights, measured by `bench_train --probe`) {fmt(gemm['bf16'] and gemm['bf16'] / 1e9, '{:.0f}')} GFLOP/s.
+  plain and pre-packed weights, measured by `bench_train --probe`) {fmt(gemm['bf16'] and gemm['bf16'] / 1e9, '{:.0f}')} GFLOP/s: the denominators of
+  "model FLOP/s / best measured GEMM", how close a step comes to the GEMM ceiling oneDNN reaches here (not
+  an MFU: above 100% means the GEMM probe itself was slowed by other load).
 - PyTorch fp32 GEMMs: system BLAS `libblas.so.3` resolved to `{os.environ.get("MS_BENCH_TORCH_BLAS", "?")}` for
   the PyTorch processes (Debian's torch uses the generic `libblas.so.3`; netlib's reference BLAS there
   would be ~1 GFLOP/s, so the script points PyTorch at OpenBLAS, OpenMP build). bf16 autocast GEMMs
-  go through oneDNN (AMX) inside torch.
+  go through oneDNN inside torch.
 - Model FLOPs: megascale's `GPT::flops_per_token` (3x forward matmuls, attention over the keys actually
   attended, LM head with the real vocabulary), the same count for both engines.
-- "Step time outside GEMMs": 1 - (time inside `ms::sgemm`, via `ms::set_gemm_timing`) / step time,
-  median over the timed steps (megascale only; GEMMs that do not report to `ms::gemm_seconds()`,
-  such as the bf16 path until it is wrapped in `ms::GemmTimeScope`, show as "n/a").
-- MFU "vs best measured GEMM" above 100% means the GEMM probe itself was slowed by other load.
+- "Step time outside GEMMs": 1 - (time inside fp32 and bf16 GEMMs, `ms::KernelId::kGemmFp32` and
+  `kGemmBf16` of `ms::set_kernel_timing`) / step time, median over the timed steps (megascale only).
+- Per-kernel table (megascale only): median ms per step charged to each kernel by its
+  `ms::KernelTimeScope` (exclusive time: a kernel called inside another, e.g. a bf16 conversion inside a
+  linear layer, is charged to itself, not to both), and in brackets the share of the median step; "other"
+  is the step less the timed kernels (embedding, residual adds, gradient zeroing, the data feed, untimed
+  code); "—": the kernel did not run in that config and precision. Medians of parts need not add up to
+  the median step exactly.
 - Medians over timed steps after warm-up ({steps_desc}). Each run is its own process (peak RSS
   = `getrusage` ru_maxrss of that process); megascale and PyTorch alternate per config and precision.
 - "tokens per CPU-s": tokens / process CPU time (all threads) of the step, a second view that other
@@ -229,6 +299,10 @@ body = f"""Generated by `bench/run_bench.sh{' --quick' if mode == 'quick' else '
   drawing fine conclusions.
 
 {table}
+
+Per-kernel time of megascale's training step, ms per step (share of the step):
+
+{ktable}
 """
 if notes:
     body += "\nn/a rows:\n" + "\n".join(f"- {n}" for n in notes) + "\n"

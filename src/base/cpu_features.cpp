@@ -20,6 +20,25 @@ bool xcr0_has(uint64_t bits) {
 
 }  // namespace
 
+bool cpu_has_avx512f() {
+  static const bool v = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b & (1u << 16)) != 0 && xcr0_has(0xE6);  // AVX512F; OS saves ZMM/opmask state
+  }();
+  return v;
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool v = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 12))) return false;  // FMA3
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 5))) return false;  // AVX2
+    return xcr0_has(0x6);  // OS saves XMM/YMM state
+  }();
+  return v;
+}
+
 bool cpu_has_avx512_bf16() {
   static const bool v = [] {
     unsigned a, b, c, d;

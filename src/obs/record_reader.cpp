@@ -228,6 +228,7 @@ void parse_record_line(const std::string& line, const std::string& where, RankRe
     s.lr = get_num(j, "lr", where, false);
     s.tokens_per_s = get_num(j, "tokens_per_s", where, false);
     s.mfu = get_num(j, "mfu", where, false, NAN);
+    s.mfu_gemm = get_num(j, "mfu_gemm", where, false, NAN);
     const json* m = field(j, "ms", where, true);
     MS_CHECK(m->is_object(), "{}: field 'ms' must be an object {{segment: milliseconds}}, got {}", where, m->dump());
     for (const auto& [seg, v] : m->items()) {

@@ -61,7 +61,9 @@ struct StepRecord {
   int64_t t0 = 0, t1 = 0;
   std::optional<double> loss;  // where this rank knows it
   double lr = 0, tokens_per_s = 0;
-  double mfu = NAN;  // NaN where the rank does not know it (only rank 0 measures the MFU denominator)
+  // NaN where the rank does not know them (only rank 0 measures the peaks): model FLOP/s over the
+  // hardware peak (MFU), and over the measured GEMM peak.
+  double mfu = NAN, mfu_gemm = NAN;
   std::map<std::string, double> ms;      // segment -> milliseconds this step (wall time)
   std::map<std::string, double> cpu_ms;  // compute segment -> thread CPU milliseconds this step
 };

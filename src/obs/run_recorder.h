@@ -38,7 +38,7 @@ class RunRecorder {
   RunRecorder& operator=(const RunRecorder&) = delete;
 
   const std::string& path() const { return path_; }
-  // A "step" line; `fields` holds step, t0, t1 (aligned ns), loss, lr, tokens_per_s, mfu, ms.
+  // A "step" line; `fields` holds step, t0, t1 (aligned ns), loss, lr, tokens_per_s, mfu, mfu_gemm, ms.
   void step(nlohmann::json fields);
   // An "event" line at the current time (step: the trace sink's current step).
   void event(std::string_view name, std::string_view detail);

@@ -9,6 +9,7 @@
 #include <cmath>  // std::fma, std::sqrt, std::pow
 
 #include "base/check.h"  // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 
 // No a*b+c contraction into fma: the only fused operations are the explicit ones, so the scalar
 // and AVX2 paths (and any -march) give the same bits.
@@ -99,6 +100,7 @@ void adamw_range(float* p, float* g, float* m, float* v, bf16_t* pb, size_t n, c
 void adamw_update(float* params, float* grads, float* m, float* v,
                   const std::vector<ParamTensor>& tensors, float lr, int t, const AdamHyper& h,
                   float grad_scale, bf16_t* bf16_out, bool zero_grads) {
+  KernelTimeScope timed(KernelId::kOptimizer);
   MS_CHECK(t >= 1, "adamw_update: step t must start at 1, got {}", t);
   MS_CHECK(h.beta1 >= 0.f && h.beta1 < 1.f && h.beta2 >= 0.f && h.beta2 < 1.f,
            "adamw_update: betas must lie in [0, 1), got {} {}", h.beta1, h.beta2);

@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "optim/param_tensor.h"  // optim_detail::num_blocks, block_begin, split_point
 
 // No a*b+c contraction into fma: results must not depend on the target ISA.
@@ -39,6 +40,7 @@ double lanes_total(const double acc[8]) {
 }  // namespace optim_detail
 
 double grad_sq_sum(const float* g, size_t n) {
+  KernelTimeScope timed(KernelId::kGradNorm);
   using namespace optim_detail;
   const size_t nb = num_blocks(n);
   double part[kMaxBlocks];
@@ -64,6 +66,7 @@ float clip_scale(double total_norm, float max_norm) {
 }
 
 void scale_inplace(float* g, size_t n, float s) {
+  KernelTimeScope timed(KernelId::kGradNorm);
   if (s == 1.0f) return;
 #pragma omp parallel if (n > optim_detail::kMinBlock)
   {
@@ -74,6 +77,7 @@ void scale_inplace(float* g, size_t n, float s) {
 }
 
 bool all_finite(const float* x, size_t n) {
+  KernelTimeScope timed(KernelId::kGradNorm);
   using namespace optim_detail;
   const size_t nb = num_blocks(n);
   unsigned bad = 0;

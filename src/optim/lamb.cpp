@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"      // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "optim/grad_norm.h"  // optim_detail::sq_accum8, lanes_total
 
 // No a*b+c contraction into fma: only the explicit fmas are fused, on every path and -march.
@@ -149,6 +150,7 @@ float lamb_trust_ratio(double w_norm, double r_norm, float max_trust) {
 void lamb_compute_update(const float* params, const float* grads, float* m, float* v, float* update,
                          const std::vector<ParamTensor>& tensors, int t, const LambHyper& h,
                          double* w_sq, double* r_sq) {
+  KernelTimeScope timed(KernelId::kOptimizer);
   const LambConsts c = make_consts(t, h);
   const bool simd = optim_simd_active();
   size_t nblocks = 0;
@@ -196,6 +198,7 @@ void lamb_compute_update(const float* params, const float* grads, float* m, floa
 
 void lamb_apply_update(float* params, const float* update, const std::vector<ParamTensor>& tensors,
                        float lr, const LambHyper& h, const double* w_sq, const double* r_sq) {
+  KernelTimeScope timed(KernelId::kOptimizer);
 #pragma omp parallel if (total_numel(tensors) > optim_detail::kMinBlock)
   {
     const size_t nth = omp_get_num_threads(), ith = omp_get_thread_num();
@@ -209,6 +212,7 @@ void lamb_apply_update(float* params, const float* update, const std::vector<Par
 
 void lamb_update(float* params, const float* grads, float* m, float* v, float* update,
                  const std::vector<ParamTensor>& tensors, float lr, int t, const LambHyper& h) {
+  KernelTimeScope timed(KernelId::kOptimizer);
   const size_t nt = tensors.size();
   double* w_sq = scratch(1, 2 * nt);
   double* r_sq = w_sq + nt;

@@ -140,7 +140,8 @@ json merge_trace(const RunRecords& run, TraceStats* stats_out) {
     // Steps.
     std::vector<Slice> steps;
     for (const StepRecord& s : r.steps) {
-      json args = {{"step", s.step}, {"lr", s.lr}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu}};
+      json args = {{"step", s.step}, {"lr", s.lr}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu},
+                   {"mfu_gemm", s.mfu_gemm}};
       if (s.loss) args["loss"] = *s.loss;
       for (const auto& [seg, ms] : s.ms) args["ms " + seg] = ms;
       steps.push_back({s.t0, s.t1,

@@ -3,6 +3,7 @@
 
 #include <unistd.h>  // isatty
 
+#include <cmath>  // std::isfinite
 #include <filesystem>
 
 #include <fmt/format.h>       // fmt::print
@@ -44,13 +45,17 @@ void RunLog::clear_bar() {
 void RunLog::step(const StepRecord& r) {
   if (silent_) return;
   nlohmann::json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                      {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_seconds * 1e3}, {"mfu", r.mfu}};
+                      {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_seconds * 1e3}, {"mfu", r.mfu},
+                      {"mfu_gemm", r.mfu_gemm}};  // NaN: null
   if (r.comm_exposed_ms >= 0) j["comm_exposed_ms"] = r.comm_exposed_ms;
   if (r.tp_exposed_ms >= 0) j["tp_exposed_ms"] = r.tp_exposed_ms;
   if (r.pp_wait_ms >= 0) j["pp_wait_ms"] = r.pp_wait_ms, j["pp_idle"] = r.pp_idle;
   write_line(j);
-  std::string stats = fmt::format("loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | MFU {:.1f}%",
-                                  r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3, r.mfu * 100);
+  std::string stats = fmt::format("loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | MFU {}", r.loss,
+                                  r.lr, r.grad_norm, r.tokens_per_s, r.step_seconds * 1e3,
+                                  std::isfinite(r.mfu) ? fmt::format("{:.1f}%", r.mfu * 100) : std::string("n/a"));
+  if (std::isfinite(r.mfu_gemm))
+    stats += fmt::format(" ({:.1f}% of measured {} GEMM)", r.mfu_gemm * 100, dtype_name(r.precision));
   if (r.comm_exposed_ms >= 0) stats += fmt::format(" | comm {:.0f} ms exposed", r.comm_exposed_ms);
   if (r.tp_exposed_ms >= 0) stats += fmt::format(" | tp {:.0f} ms exposed", r.tp_exposed_ms);
   if (r.pp_wait_ms >= 0) stats += fmt::format(" | pp {:.0f} ms waited, {:.0f}% idle", r.pp_wait_ms, r.pp_idle * 100);

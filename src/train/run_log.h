@@ -1,8 +1,11 @@
 // run_log: what a run shows and keeps. Per step: step, loss, learning rate, grad norm, tokens/s,
-// step time and MFU — as a progress bar with ETA on a terminal, as plain lines otherwise — and the
-// same record as one JSON object per line in <out_dir>/log.jsonl (flushed every line, so a crash
-// loses nothing already logged). Validation losses and messages go to both.
+// step time and MFU (model FLOP/s over the hardware peak, kernels/hw_peak.h) with, beside it, the
+// ratio to the measured GEMM peak (kernels/gemm_peak.h) — as a progress bar with ETA on a terminal,
+// as plain lines otherwise — and the same record as one JSON object per line in <out_dir>/log.jsonl
+// (flushed every line, so a crash loses nothing already logged). Validation losses and messages go to
+// both.
 #pragma once
+#include <cmath>  // NAN
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -10,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>  // nlohmann::json
 
 #include "base/clock.h"            // Stopwatch
+#include "base/dtype.h"            // DType
 #include "config/train_config.h"  // ProgressMode
 
 namespace ms {
@@ -17,7 +21,13 @@ namespace ms {
 struct StepRecord {
   int step = 0, total_steps = 0;
   float loss = 0, lr = 0, grad_norm = 0;
-  double step_seconds = 0, tokens_per_s = 0, mfu = 0;
+  double step_seconds = 0, tokens_per_s = 0;
+  // MFU as MegaScale counts it: model FLOP/s of the job / the hardware peak of all its ranks (cores x
+  // FLOP/cycle x measured clock, in the run's precision); NaN where unknown.
+  double mfu = NAN;
+  // The same model FLOP/s / the measured GEMM peak of all ranks (how close to the GEMM ceiling).
+  double mfu_gemm = NAN;
+  DType precision = DType::kF32;  // names the GEMM peak in the step line
   double comm_exposed_ms = -1;  // data parallel: time the step waited on communication (-1: none)
   double tp_exposed_ms = -1;    // tensor parallel: time the step waited on the TP group (-1: none)
   double pp_wait_ms = -1;       // pipeline: time rank 0's stage waited on sends / receives (-1: none)

@@ -67,9 +67,10 @@ void RunObserver::end_step(const StepRecord& r, RunLog& log) {
       if (m.cpu_ms > 0) cpu[std::string(m.seg)] = std::round(m.cpu_ms * 1000) / 1000;
     }
     nlohmann::json j = {{"step", r.step}, {"t0", step_t0_}, {"t1", t1}, {"lr", r.lr}, {"tokens_per_s", r.tokens_per_s},
-                        {"mfu", r.mfu}, {"grad_norm", r.grad_norm}, {"ms", ms}, {"cpu_ms", cpu}};
+                        {"mfu", r.mfu}, {"mfu_gemm", r.mfu_gemm}, {"grad_norm", r.grad_norm}, {"ms", ms},
+                        {"cpu_ms", cpu}};
     j["loss"] = std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr);
-    if (rank_ != 0) j["mfu"] = nullptr;  // only rank 0 measures the GEMM peak (the MFU denominator)
+    if (rank_ != 0) j["mfu"] = j["mfu_gemm"] = nullptr;  // only rank 0 measures the peaks (MFU denominators)
     recorder_->step(std::move(j));
   }
   for (const auto& [event, text] : report_->summarize(r.step)) {

@@ -111,7 +111,11 @@ class LayoutRuns {
     std::string line;
     while (std::getline(f, line)) {
       auto j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+      if (!j.contains("loss")) continue;
+      out.push_back(j["loss"].get<double>());
+      // Rank 0 writes the log and knows both MFU denominators (hardware peak, measured GEMM peak).
+      EXPECT_TRUE(j.value("mfu", nlohmann::json()).is_number() && j["mfu"].get<double>() > 0) << line;
+      EXPECT_TRUE(j.value("mfu_gemm", nlohmann::json()).is_number() && j["mfu_gemm"].get<double>() > 0) << line;
     }
     return out;
   }

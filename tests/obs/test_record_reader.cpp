@@ -56,6 +56,12 @@ TEST_F(RecordReaderTest, ReadsEveryRecordOfEveryRank) {
     EXPECT_EQ(s.step, 3);
     EXPECT_EQ(s.loss.has_value(), r.header.coord.pp == 1);
     EXPECT_NEAR(s.ms.at("forward"), 4.0, 1e-9);  // 2 micro-batches x 2 ms, no noise
+    EXPECT_NEAR(s.mfu, 0.1, 1e-12);
+    if (r.rank == 0) {
+      EXPECT_NEAR(s.mfu_gemm, 0.3, 1e-12);
+    } else {
+      EXPECT_TRUE(std::isnan(s.mfu_gemm)) << "null: the rank does not know it";
+    }
     EXPECT_NEAR(s.ms.at("backward"), 8.0, 1e-9);
     EXPECT_EQ(r.spans[1].name, "forward 0.0");
     EXPECT_EQ(r.spans[1].seg, "forward");

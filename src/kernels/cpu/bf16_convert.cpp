@@ -6,6 +6,7 @@
 #include <algorithm>  // std::min
 
 #include "base/check.h"       // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "base/cpu_features.h"  // cpu_has_avx512_bf16
 #include "kernels/cpu/simd_util.h"   // use_avx512, MS_TARGET_AVX512
 
@@ -77,6 +78,7 @@ ConvertFn pick(Bf16Path path) {
 }  // namespace
 
 void f32_to_bf16(bf16_t* out, const float* in, size_t n, Bf16Path path) {
+  KernelTimeScope timed(KernelId::kBf16Convert);
   const ConvertFn fn = pick(path);
   if (n < kParallelMin) { fn(out, in, n); return; }
   constexpr size_t kChunk = 1 << 14;  // elements; a multiple of 32
@@ -89,6 +91,7 @@ void f32_to_bf16(bf16_t* out, const float* in, size_t n, Bf16Path path) {
 }
 
 void bf16_to_f32(float* out, const bf16_t* in, size_t n) {
+  KernelTimeScope timed(KernelId::kBf16Convert);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(in[i]);
 }

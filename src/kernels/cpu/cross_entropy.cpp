@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/check.h"  // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
 
@@ -105,6 +106,7 @@ void check_args(const int* targets, int N, int V, int Vp) {
 
 void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
                                             const int* targets, int N, int V, int Vp, float dloss) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   check_args(targets, N, V, Vp);
   const bool avx = use_avx512();
 #pragma omp parallel for schedule(static)
@@ -116,6 +118,7 @@ void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const
 
 void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
                                                  const int* targets, int N, int V, int Vp, float dloss) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   check_args(targets, N, V, Vp);
   const bool avx = use_avx512();
 #pragma omp parallel

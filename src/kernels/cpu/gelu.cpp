@@ -11,6 +11,7 @@
 
 #include "base/aligned.h"  // AlignedBuffer
 #include "base/check.h"  // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
 
@@ -121,17 +122,20 @@ void reduce_cols_generic(float* dbias, const float* parts, int nchunks, int c0, 
 }  // namespace
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) {
+  KernelTimeScope timed(KernelId::kGeluForward);
   MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward: bad shape N={} C={}", N, C);
   MS_CHECK(out != pre, "bias_gelu_forward: out must not alias pre (pre is kept for the backward)");
   forward(out, pre, bias, N, C);
 }
 
 void bias_gelu_forward_bf16(bf16_t* out, float* pre, const float* bias, int N, int C) {
+  KernelTimeScope timed(KernelId::kGeluForward);
   MS_CHECK(N >= 0 && C > 0, "bias_gelu_forward_bf16: bad shape N={} C={}", N, C);
   forward(out, pre, bias, N, C);
 }
 
 void bias_gelu_backward(float* dpre, float* dbias, const float* dout, const float* pre, int N, int C) {
+  KernelTimeScope timed(KernelId::kGeluBackward);
   MS_CHECK(N >= 0 && C > 0, "bias_gelu_backward: bad shape N={} C={}", N, C);
   const bool avx = use_avx512();
   const int nchunks = (N + kRowChunk - 1) / kRowChunk;

@@ -1,6 +1,5 @@
 // gemm_bf16.cpp: cached oneDNN bf16 matmul primitives (see gemm_bf16.h).
 #include "kernels/gemm_bf16.h"
-#include "kernels/gemm_timing.h"  // GemmTimeScope
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -13,8 +12,9 @@
 
 #include "base/aligned.h"  // AlignedBuffer
 #include "base/check.h"    // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/bf16_convert.h"  // f32_to_bf16, bf16_to_f32
-#include "kernels/matmul.h"   // add_column_sums, sgemm
+#include "kernels/matmul.h"   // add_column_sums
 
 namespace ms {
 
@@ -89,7 +89,7 @@ Gemm make_gemm(const dnnl::engine& eng, bool transA, bool transB, int M, int N, 
 void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, const bf16_t* B,
                const float* bias, float* C, bool accumulate) {
   MS_CHECK(M > 0 && N > 0 && K > 0, "gemm_bf16: bad shape M={} N={} K={}", M, N, K);
-  GemmTimeScope timed;  // counted in gemm_seconds() when GEMM timing is on (benchmarks)
+  KernelTimeScope timed(KernelId::kGemmBf16);  // one branch when timing is off (base/kernel_timing.h)
   Cache& c = cache();
   Gemm* g;
   {
@@ -113,8 +113,12 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, c
     if (c.wide_b.size() < nb) c.wide_b.resize(nb);
     bf16_to_f32(c.wide_a.data(), A, na);
     bf16_to_f32(c.wide_b.data(), B, nb);
-    sgemm(transA, transB, M, N, K, 1.0f, c.wide_a.data(), transA ? M : K, c.wide_b.data(),
-          transB ? K : N, accumulate ? 1.0f : 0.0f, C, N);
+    // dnnl_sgemm, not ms::sgemm: the widened product is still this bf16 GEMM's time (kernel_timing.h).
+    const dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.0f, c.wide_a.data(),
+                                        transA ? M : K, c.wide_b.data(), transB ? K : N, accumulate ? 1.0f : 0.0f,
+                                        C, N);
+    MS_CHECK(st == dnnl_success, "gemm_bf16: widened dnnl_sgemm {}x{}x{} failed (status {})", M, N, K,
+             static_cast<int>(st));
     if (bias) {
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < M; i++)

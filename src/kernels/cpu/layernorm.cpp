@@ -11,6 +11,7 @@
 
 #include "base/aligned.h"  // AlignedBuffer
 #include "base/check.h"  // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
 
@@ -116,6 +117,7 @@ void reduce_cols_generic(float* dweight, float* dbias, const float* parts, int n
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
+  KernelTimeScope timed(KernelId::kLayerNormForward);
   MS_CHECK(N >= 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
   const bool avx = use_avx512();
   const int nchunks = (N + kRowChunk - 1) / kRowChunk;
@@ -129,6 +131,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C) {
+  KernelTimeScope timed(KernelId::kLayerNormBackward);
   MS_CHECK(N >= 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);
   const bool avx = use_avx512();
   const int nchunks = (N + kRowChunk - 1) / kRowChunk;

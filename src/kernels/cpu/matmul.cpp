@@ -1,25 +1,26 @@
 // matmul.cpp: oneDNN-backed GEMMs for the linear layers (see matmul.h).
 #include "kernels/matmul.h"
-#include "kernels/gemm_timing.h"  // GemmTimeScope
 
 #include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm
 
 #include <algorithm>  // std::max
 #include <vector>
 
-#include "base/check.h"  // MS_CHECK
+#include "base/check.h"          // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 
 namespace ms {
 
 void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
-  GemmTimeScope timed;  // benchmark accounting; one branch when off (see the end of this file)
+  KernelTimeScope timed(KernelId::kGemmFp32);  // one branch when timing is off (base/kernel_timing.h)
   dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A, lda,
                                 B, ldb, beta, C, ldc);
   MS_CHECK(st == dnnl_success, "dnnl_sgemm(M={}, N={}, K={}) failed with status {}", M, N, K, static_cast<int>(st));
 }
 
 void add_column_sums(float* out, const float* x, int N, int C) {
+  KernelTimeScope timed(KernelId::kBias);
   // Parallel over column blocks; each column is summed over rows in a fixed order.
   constexpr int kBlock = 64;
   int nblocks = (C + kBlock - 1) / kBlock;
@@ -40,6 +41,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int N, int C, int OC, bool accumulate) {
   sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, accumulate ? 1.0f : 0.0f, out, OC);
   if (bias) {
+    KernelTimeScope timed(KernelId::kBias);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
       float* row = out + static_cast<size_t>(n) * OC;

@@ -7,6 +7,7 @@
 #include <cstring>    // std::memset
 
 #include "base/check.h"             // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, exp_approx
 
 namespace ms {
@@ -69,6 +70,7 @@ float row_loss(const float* row_max, const float* sums, int i) {
 }  // namespace
 
 void vocab_shard_row_max(float* out, const float* logits, const int* targets, int N, int V, int Vl, int v0) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   MS_CHECK(N >= 0 && V > 0 && Vl > 0 && v0 >= 0, "vocab-parallel cross_entropy: bad shape N={} V={} Vl={} v0={}", N, V, Vl, v0);
   check_targets(targets, N, V);
   const int valid = real_columns(V, Vl, v0);
@@ -82,6 +84,7 @@ void vocab_shard_row_max(float* out, const float* logits, const int* targets, in
 
 void vocab_shard_sum_exp(float* sums, const float* logits, const float* row_max, const int* targets, int N, int V,
                          int Vl, int v0) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   const int valid = real_columns(V, Vl, v0);
   const bool avx = use_avx512();
 #pragma omp parallel for schedule(static)
@@ -95,6 +98,7 @@ void vocab_shard_sum_exp(float* sums, const float* logits, const float* row_max,
 
 void vocab_shard_loss_grad(float* losses, float* dlogits, const float* logits, const float* row_max,
                            const float* sums, const int* targets, int N, int V, int Vl, int v0, float dloss) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   const int valid = real_columns(V, Vl, v0);
   const bool avx = use_avx512();
 #pragma omp parallel for schedule(static)
@@ -115,6 +119,7 @@ void vocab_shard_loss_grad(float* losses, float* dlogits, const float* logits, c
 
 void vocab_shard_loss_grad_bf16(float* losses, bf16_t* dlogits, const float* logits, const float* row_max,
                                 const float* sums, const int* targets, int N, int V, int Vl, int v0, float dloss) {
+  KernelTimeScope timed(KernelId::kCrossEntropy);
   const int valid = real_columns(V, Vl, v0);
   const bool avx = use_avx512();
 #pragma omp parallel
