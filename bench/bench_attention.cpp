@@ -1,5 +1,7 @@
-// bench_attention: times attention_forward / attention_backward at GPT-2 small shapes, full causal
-// versus a sliding window, and prints effective GFLOP/s (counting only unmasked score entries).
+// bench_attention: times attention_forward / attention_backward (fp32) and their bf16 versions
+// (attention_*_bf16: tile products on AVX512-BF16 where present) at GPT-2 small shapes, full causal
+// versus a sliding window, and prints effective GFLOP/s (counting only unmasked score entries) and
+// the bf16 / fp32 time ratio.
 // Usage: bench_attention [B] [T] [window]   (defaults 4 1024 256; NH=12, C=768)
 #include <chrono>
 #include <ctime>
@@ -42,26 +44,34 @@ int main(int argc, char** argv) {
   auto rnd = [&] { s = s * 6364136223846793005ull + 1442695040888963407ull; return (float)((s >> 40) * 0x1p-24) - 0.5f; };
   for (auto& x : qkv) x = rnd();
   for (auto& x : dout) x = rnd();
+  fmt::print("bf16 kernels on the dot-product units: {}\n", ms::attention_bf16_on_dot_product_units() ? "yes (AVX512-BF16)" : "no (fp32 fallback)");
+  double fp32_f[2] = {0, 0}, fp32_b[2] = {0, 0};
+  for (bool bf16 : {false, true}) {
+  const auto fwd = bf16 ? ms::attention_forward_bf16 : ms::attention_forward;
+  const auto bwd = bf16 ? ms::attention_backward_bf16 : ms::attention_backward;
   double full_f = 0, full_b = 0;
   for (int w : {0, W}) {
     const int reps = 3;
-    ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);  // warm-up
+    fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);  // warm-up
     double t0 = now(), c0 = cpu_now();
-    for (int r = 0; r < reps; ++r) ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);
+    for (int r = 0; r < reps; ++r) fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);
     const double tf = (now() - t0) / reps, cf = (cpu_now() - c0) / reps;
-    ms::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
     t0 = now();
     c0 = cpu_now();
-    for (int r = 0; r < reps; ++r)
-      ms::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    for (int r = 0; r < reps; ++r) bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
     const double tb = (now() - t0) / reps, cb = (cpu_now() - c0) / reps;
     const double np = pairs(T, w) * B * NH;
     if (w == 0) { full_f = cf; full_b = cb; }
-    fmt::print("B={} T={} NH={} HS={} window={:4}: fwd {:7.2f} ms wall {:7.2f} ms cpu ({:5.1f} GFLOP/s wall)"
+    const int wi = w == 0 ? 0 : 1;
+    if (!bf16) fp32_f[wi] = cf, fp32_b[wi] = cb;
+    fmt::print("{} B={} T={} NH={} HS={} window={:4}: fwd {:7.2f} ms wall {:7.2f} ms cpu ({:5.1f} GFLOP/s wall)"
                "  bwd {:7.2f} ms wall {:7.2f} ms cpu ({:5.1f} GFLOP/s wall)\n"
                "    cpu time vs full: fwd {:.2f} bwd {:.2f}; attended pairs vs full {:.2f}\n",
-               B, T, NH, HS, w, tf * 1e3, cf * 1e3, 4.0 * HS * np / tf * 1e-9, tb * 1e3, cb * 1e3,
+               bf16 ? "bf16" : "fp32", B, T, NH, HS, w, tf * 1e3, cf * 1e3, 4.0 * HS * np / tf * 1e-9, tb * 1e3, cb * 1e3,
                8.0 * HS * np / tb * 1e-9, cf / full_f, cb / full_b, pairs(T, w) / pairs(T, 0));
+    if (bf16) fmt::print("    bf16 / fp32 cpu time: fwd {:.2f} bwd {:.2f}\n", cf / fp32_f[wi], cb / fp32_b[wi]);
+  }
   }
   return 0;
 }

@@ -26,4 +26,19 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int B, int T, int C, int NH, int window);
 
+// The same on the bf16 dot-product units (train.precision=bf16): every tile product (Q K^T and P V
+// forward; Q K^T, dO V^T, P^T dO, dS K, dS^T Q backward) takes bf16 operands (Q, K, V, dout, the
+// probabilities P and dS rounded to nearest even) with exact products accumulated in fp32 on
+// AVX512-BF16 (vdpbf16ps); the scores, the online softmax, lse and D stay fp32, and the softmax
+// denominator sums the rounded probabilities the product uses. Interfaces and guarantees as above
+// (bit-identical for any thread count, window tiles skipped); parallel over (b, h) in both
+// directions. Error against fp32: that of bf16 operands (relative ~1e-2 per product, averaged over
+// HS or T terms). On a CPU without AVX512-BF16 (or with MS_KERNEL_ISA=generic) these run the fp32
+// kernels above. AMX tiles are not used here (the GEMMs of the linear layers use them via oneDNN).
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window);
+void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int B, int T, int C, int NH, int window);
+// True when the two above run on AVX512-BF16 (false: they fall back to fp32).
+bool attention_bf16_on_dot_product_units();
+
 }  // namespace ms

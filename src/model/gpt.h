@@ -30,7 +30,8 @@
 // DType::kBF16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
 // fc, fc projection, LM head; forward, input gradient and weight gradient) take bf16 operands
 // with fp32 accumulation (gemm_bf16.h, AMX when present). Master weights, gradients (fp32
-// buffers, accumulated in fp32), LayerNorm, attention, GeLU, softmax and the loss stay fp32. The
+// buffers, accumulated in fp32), LayerNorm, GeLU, softmax and the loss stay fp32; attention's
+// tile products take bf16 operands too (attention_forward_bf16, AVX512-BF16), its softmax fp32. The
 // bf16 weight copy is refreshed at most once per optimizer step, by this rule: any NON-CONST call
 // of params() (the optimizer update, an import) or init_weights() marks the copy stale, and the
 // next forward() converts all weights once; backward() uses the copy its forward used. Code that

@@ -49,7 +49,7 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
     // Parallel block: the attention branch sees the same output gradient (already gathered).
     linear_data_grad_rows(datty_, dout, dout_bf16_, false, p.attn_proj_w, 0, N, Cl, C, false);
     linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dout, dout_bf16_, a.atty, ab.atty, N, Cl, C);
-    attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+    (bf16 ? attention_backward_bf16 : attention_backward)(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
     // The shared LayerNorm's output gradient sums both branches: fc's and qkv's input gradients,
     // row chunk by row chunk, each leaving as soon as it is complete (reduce fused with fc).
     regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
@@ -73,7 +73,7 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
     linear_data_grad_rows(datty_, dres_full_, dout_bf16_, bf16, p.attn_proj_w, lo, hi, Cl, C, false);
   });
   linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dres_att, dout_bf16_, a.atty, ab.atty, N, Cl, C);
-  attention_backward(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+  (bf16 ? attention_backward_bf16 : attention_backward)(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
   regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
     linear_data_grad_rows(dln_, dqkv_, dqkv_bf16_, bf16, p.qkv_w, lo, hi, C, 3 * Cl, false);
   }, [&] { linear_weight_grad(g.qkv_w, g.qkv_b, dqkv_, dqkv_bf16_, a.ln1, ab.ln1, N, C, 3 * Cl); });

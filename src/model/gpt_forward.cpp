@@ -76,7 +76,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
     // (Rows arrive in a.ln1 whether or not they are exchanged: see layernorm_in.)
     ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) { fc_rows(a.ln1, ab.ln1, lo, hi); });
     linear_rows(a.qkv, ln1, ab.ln1, /*convert=*/false, p.qkv_w, p.qkv_b, 0, N, C, 3 * Cl, false);
-    attention_forward(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+    (bf16 ? attention_forward_bf16 : attention_forward)(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
     // out = x + attention + MLP: one part adds them onto x directly; parts sum partials first.
     std::memcpy(a.out, x, sizeof(float) * n * C);
     float* part = partial_for(a.out);
@@ -90,7 +90,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) {
     linear_rows(a.qkv, a.ln1, ab.ln1, bf16, p.qkv_w, p.qkv_b, lo, hi, C, 3 * Cl, false);
   });
-  attention_forward(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+  (bf16 ? attention_forward_bf16 : attention_forward)(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
   std::memcpy(a.res_att, x, sizeof(float) * n * C);
   float* part = partial_for(a.res_att);
   regions_->reduce_rows(part, a.res_att, n, C, /*accumulate=*/true, [&](int lo, int hi) {

@@ -5,6 +5,11 @@
 // overwritten, results are bit-identical for 1, 2 and 3 OpenMP threads. Sizes cover odd T (partial
 // 64-row tiles), several tiles, head size 64 (the register-blocked path) and odd head sizes. The
 // last test re-runs this binary with MS_KERNEL_ISA=generic (baseline, non-AVX-512 code path).
+// The bf16 kernels (attention_forward_bf16 / attention_backward_bf16, AVX512-BF16 tile products) are
+// held to the same references within bf16's error (relative L2 error of each output <= 1e-2, i.e.
+// ~2.5 bf16 ulps, where a wrong index or a dropped tile gives O(1)), and to the same exact properties
+// (thread-count independence, window >= T == full, scratch hygiene); on the generic path (or a CPU
+// without AVX512-BF16) they must equal the fp32 kernels bit for bit.
 #include <omp.h>
 #include <unistd.h>  // getpid
 
@@ -20,6 +25,7 @@
 
 #include "kernels/attention.h"
 #include "base/check.h"
+#include "base/cpu_features.h"  // cpu_has_avx512_bf16
 #include "common/test_util.h"  // ms::testing::run_cmd
 
 namespace {
@@ -127,18 +133,49 @@ struct AttnResult {
 };
 
 // Runs the kernels; dqkv starts full of NaN to check that it is overwritten.
-AttnResult run_kernels(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& s) {
+// bf16: the bf16 kernels instead of the fp32 ones.
+AttnResult run_kernels(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& s,
+                       bool bf16 = false) {
   AttnResult r{std::vector<float>((size_t)s.B * s.T * s.C), std::vector<float>((size_t)s.B * s.NH * s.T),
         std::vector<float>((size_t)s.B * s.T * 3 * s.C, NAN)};
-  ms::attention_forward(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.window);
-  ms::attention_backward(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), s.B, s.T, s.C, s.NH,
-                         s.window);
+  (bf16 ? ms::attention_forward_bf16 : ms::attention_forward)(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T,
+                                                              s.C, s.NH, s.window);
+  (bf16 ? ms::attention_backward_bf16 : ms::attention_backward)(r.dqkv.data(), dout.data(), qkv.data(),
+                                                                r.out.data(), r.lse.data(), s.B, s.T, s.C, s.NH,
+                                                                s.window);
   return r;
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// ||got - ref|| / ||ref|| (L2 over every element); a NaN anywhere gives NaN (fails any bound).
+double relative_l2_error(const std::vector<float>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// The bf16 kernels against the double reference: relative L2 error of out and dqkv <= 1e-2, lse
+// within 1e-2 absolute or relative. Rounding q and k to bf16 moves each score by ~2^-8 of its size,
+// so with scores in the hundreds (qk_range 6) the bounds grow with qk_range / 2.
+void check_bf16_against_reference(const Shape& s, uint64_t seed, float qk_range = 1.0f) {
+  Rng rng(seed);
+  auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C);
+  for (size_t r = 0; r < (size_t)s.B * s.T; ++r)
+    for (int c = 0; c < 2 * s.C; ++c) qkv[r * 3 * s.C + c] *= qk_range;
+  const auto dout = rng.vec((size_t)s.B * s.T * s.C);
+  const AttnResult r = run_kernels(qkv, dout, s, /*bf16=*/true);
+  std::vector<double> out, lse, dqkv;
+  attention_forward_ref(out, lse, to_double(qkv), s);
+  attention_backward_ref(dqkv, to_double(dout), to_double(qkv), s);
+  const double tol = 1e-2 * std::max(1.0f, qk_range / 2);
+  EXPECT_LE(relative_l2_error(r.out, out), tol) << "bf16 out " << s.str();
+  EXPECT_LE(relative_l2_error(r.dqkv, dqkv), tol) << "bf16 dqkv " << s.str();
+  expect_close(r.lse, lse, tol, tol, "bf16 lse " + s.str());
+}
+
 void check_against_reference(const Shape& s, uint64_t seed, float qk_range = 1.0f) {
+  check_bf16_against_reference(s, seed, qk_range);
   Rng rng(seed);
   auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C);
   // Scale q and k so that scores span a wide range (exercises the online-softmax rescaling).
@@ -198,12 +235,14 @@ TEST(Attention, WindowAtLeastTEqualsFullBitwise) {
   const int B = 2, T = 70, C = 32, NH = 2;
   Rng rng(600);
   const auto qkv = rng.vec((size_t)B * T * 3 * C), dout = rng.vec((size_t)B * T * C);
-  const AttnResult full = run_kernels(qkv, dout, {B, T, C, NH, 0});
+  for (bool bf16 : {false, true}) {
+  const AttnResult full = run_kernels(qkv, dout, {B, T, C, NH, 0}, bf16);
   for (int w : {T, T + 1, 1000}) {
-    const AttnResult r = run_kernels(qkv, dout, {B, T, C, NH, w});
-    expect_bitwise_equal(full.out, r.out, "out window=" + std::to_string(w));
+    const AttnResult r = run_kernels(qkv, dout, {B, T, C, NH, w}, bf16);
+    expect_bitwise_equal(full.out, r.out, "out window=" + std::to_string(w) + (bf16 ? " bf16" : ""));
     expect_bitwise_equal(full.lse, r.lse, "lse window=" + std::to_string(w));
     expect_bitwise_equal(full.dqkv, r.dqkv, "dqkv window=" + std::to_string(w));
+  }
   }
 }
 
@@ -242,15 +281,16 @@ TEST(Attention, WindowOneAttendsOnlyItself) {
 }
 
 TEST(Attention, BitIdenticalAcrossThreadCounts) {
-  for (int w : {0, 40}) {
+  for (int w : {0, 40})
+    for (bool bf16 : {false, true}) {
     const Shape s{2, 150, 128, 2, w};
     Rng rng(800 + w);
     const auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C), dout = rng.vec((size_t)s.B * s.T * s.C);
     AttnResult r1, rt;
-    with_threads(1, [&] { r1 = run_kernels(qkv, dout, s); });
+    with_threads(1, [&] { r1 = run_kernels(qkv, dout, s, bf16); });
     for (int t : {2, 3}) {
-      with_threads(t, [&] { rt = run_kernels(qkv, dout, s); });
-      const std::string tag = s.str() + " threads=" + std::to_string(t);
+      with_threads(t, [&] { rt = run_kernels(qkv, dout, s, bf16); });
+      const std::string tag = s.str() + " threads=" + std::to_string(t) + (bf16 ? " bf16" : " fp32");
       expect_bitwise_equal(r1.out, rt.out, "out " + tag);
       expect_bitwise_equal(r1.lse, rt.lse, "lse " + tag);
       expect_bitwise_equal(r1.dqkv, rt.dqkv, "dqkv " + tag);
@@ -265,6 +305,8 @@ TEST(Attention, NanInputsDoNotLeakIntoLaterCalls) {
     const std::vector<float> nan_qkv((size_t)s.B * s.T * 3 * s.C, NAN), nan_dout((size_t)s.B * s.T * s.C, NAN);
     run_kernels(nan_qkv, nan_dout, s);
     check_against_reference(s, 900);
+    run_kernels(nan_qkv, nan_dout, s, /*bf16=*/true);
+    check_bf16_against_reference(s, 901);
   });
 }
 
@@ -272,6 +314,28 @@ TEST(Attention, RejectsBadShapes) {
   std::vector<float> buf(3 * 64 * 64, 0.0f), lse(64);
   EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 10, 3, 0), ms::Error);  // C % NH
   EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 12, 3, -1), ms::Error);  // window
+}
+
+TEST(AttentionBf16, RunsOnTheDotProductUnitsWhenPresent) {
+  const char* isa = std::getenv("MS_KERNEL_ISA");
+  const bool generic = isa && std::string(isa) == "generic";
+  EXPECT_EQ(ms::attention_bf16_on_dot_product_units(), ms::cpu_has_avx512_bf16() && !generic);
+}
+
+TEST(AttentionBf16, FallsBackToFp32BitwiseWithoutBf16Units) {
+  if (ms::attention_bf16_on_dot_product_units()) GTEST_SKIP() << "bf16 units in use (the generic re-run checks this)";
+  const Shape s{2, 70, 96, 3, 17};
+  Rng rng(1000);
+  const auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C), dout = rng.vec((size_t)s.B * s.T * s.C);
+  const AttnResult f = run_kernels(qkv, dout, s), b = run_kernels(qkv, dout, s, true);
+  expect_bitwise_equal(f.out, b.out, "out");
+  expect_bitwise_equal(f.lse, b.lse, "lse");
+  expect_bitwise_equal(f.dqkv, b.dqkv, "dqkv");
+}
+
+TEST(AttentionBf16, GPT2HeadsAtT256MatchReference) {
+  // The benchmark's shape per head (HS=64, 4 full tiles), full and a window crossing tiles.
+  for (int w : {0, 100}) check_bf16_against_reference({1, 256, 128, 2, w}, 1100 + w);
 }
 
 // Re-runs every other test of this binary with the baseline (non-AVX-512) code path.

@@ -90,13 +90,18 @@ TEST_F(DpEquivalence, GlooAndMpiMatchSingleProcess) {
 // the next updates. Which weights flip depends on the exact bits, so the size of the difference
 // varies with the build and the CPU's bf16 path. Measured (6 steps, dp = 2, Gloo): release build
 // losses within 2.1e-5 relative, weights max |dw| 2.4e-3 and 5.6e-4 relative L2; ThreadSanitizer
-// build (scripts/test_tsan.sh) 6.1e-5, 2.25e-3 and 7.0e-4. Tolerance ~2x the larger: losses 1.5e-4
-// relative, weights 5e-3 absolute (half of one learning-rate step, 1e-2) and 1.5e-3 relative L2.
+// build (scripts/test_tsan.sh) 6.1e-5, 2.25e-3 and 7.0e-4 — with fp32 attention. With the
+// attention's tile products in bf16 too (q, k, v, P and dS rounded: many more values a 1-ulp
+// difference can flip), release build on AMD EPYC (AVX512-BF16): losses 4.4e-5, weights 6.2e-3
+// relative L2 and max |dw| 3.4e-2: AdamW moves a weight by ~lr whatever its gradient's size, so a
+// near-zero gradient whose sign flips moves that weight by several lr over 6 steps; the largest
+// element is no longer a useful bound. Tolerance ~2.5x: losses 1.5e-4 relative, weights 1.5e-2
+// relative L2 (a lost or doubled bucket moves the weights by O(1) of their update, ~0.5).
 TEST_F(DpEquivalence, Bf16FollowsSingleProcess) {
   const std::string o = " --train.precision=bf16";
   train(bin(), "ref_bf16", o);
   train(bin() + " launch --nproc 2 --", "gloo_bf16_2", o);
-  expect_same_run("ref_bf16", "gloo_bf16_2", false, 1.5e-4, 1.5e-3, 5e-3);
+  expect_same_run("ref_bf16", "gloo_bf16_2", false, 1.5e-4, 1.5e-2, -1);
   EXPECT_EQ(losses("ref_bf16")[0], losses("gloo_bf16_2")[0]) << "step 1 runs on identical weights";
 }
 

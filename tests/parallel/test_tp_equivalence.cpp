@@ -82,13 +82,16 @@ TEST_F(TpEquivalence, ChunksOneAndFourAgreeAndSequenceParallelOffToo) {
 // bf16 GEMMs under TP: the row-parallel layers' partial sums are added in a different order and
 // then rounded to bf16 at the next GEMM input, so bf16 rounding flips propagate as in the
 // data-parallel bf16 test. Measured (6 steps, tp = 2, Gloo): losses within 1.5e-4 relative,
-// weights 2.5e-3 relative L2, max |dw| 1.1e-2 (one learning-rate step). Tolerance ~2-3x: losses
-// 5e-4 relative, weights 6e-3 relative L2.
+// weights 2.5e-3 relative L2, max |dw| 1.1e-2 (one learning-rate step) with fp32 attention; with
+// the attention's tile products in bf16 too (q, k, v, P, dS rounded: more places where a 1-ulp
+// difference flips a bf16 value) losses 1.2e-4, weights 8.7e-3 relative L2, max |dw| 4.0e-2
+// (AMD EPYC, AVX512-BF16). Tolerance ~2-4x: losses 5e-4 relative, weights 2e-2 relative L2 (a lost
+// or doubled partial sum moves the weights by O(1) of their update, ~0.5 relative L2).
 TEST_F(TpEquivalence, Bf16FollowsSingleProcess) {
   const std::string v = tp_variant("sequential", "full", "adamw") + " --train.precision=bf16";
   g->train(megascale_bin(), "ref_bf16", v);
   g->train(launch(2), "tp2_bf16", v + " --parallel.tp=2");
-  g->expect_same_run("ref_bf16", "tp2_bf16", 6, 5e-4, 6e-3, -1);
+  g->expect_same_run("ref_bf16", "tp2_bf16", 6, 5e-4, 2e-2, -1);
 }
 
 // Collectives of the TP group enqueued inside the forward / backward spans of rank 0's trace

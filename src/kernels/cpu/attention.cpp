@@ -19,13 +19,16 @@
 
 #include "base/aligned.h"  // AlignedBuffer
 #include "base/check.h"  // MS_CHECK
+#include "kernels/cpu/attention_common.h"  // kTile, band, check_shapes
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
 
 namespace ms {
 namespace {
 
-constexpr int kTile = 64;  // query and key tile size (rows)
+using attention_detail::band;
+using attention_detail::check_shapes;
+using attention_detail::kTile;
 
 // Register block of the micro-kernel: MR rows x NR columns of the output held in registers.
 struct IsaGeneric { static constexpr int MR = 4, NR = 8; };    // 8 xmm accumulators
@@ -90,12 +93,6 @@ MS_AI void gemm(float* __restrict C, int ldc, const float* __restrict A, int sar
                 accumulate);
   }
   if (i < M) gemm_edge(C + (size_t)i * ldc, ldc, A + (size_t)i * sar, sar, sak, B, ldb, M - i, N, K, accumulate);
-}
-
-// Columns [lo, hi] (inclusive, relative to key tile start j0) that query row ti may attend.
-MS_AI void band(int ti, int j0, int nk, int window, int& lo, int& hi) {
-  lo = std::max(0, (window > 0 ? ti - window + 1 : 0) - j0);
-  hi = std::min(nk - 1, ti - j0);
 }
 
 // Loads a key/value tile: T_[d*kTile + jj] = src[jj][d] * s (transposed) and/or R_[jj*HS + d] =
@@ -312,12 +309,6 @@ MS_TARGET_AVX512 void bwd_task_avx512(float* dqkv, const float* dout, const floa
 void bwd_task_generic(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                       int T, int C, int NH, int window, int b, int h, float* scratch) {
   bwd_task<IsaGeneric>(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
-}
-
-void check_shapes(int B, int T, int C, int NH, int window) {
-  MS_CHECK(B > 0 && T > 0 && C > 0 && NH > 0, "attention: bad shape B={} T={} C={} NH={}", B, T, C, NH);
-  MS_CHECK(C % NH == 0, "attention: C={} not divisible by NH={}", C, NH);
-  MS_CHECK(window >= 0, "attention: window must be >= 0 (0 = full causal), got {}", window);
 }
 
 }  // namespace

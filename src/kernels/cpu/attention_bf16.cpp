@@ -1,0 +1,390 @@
+// attention_bf16.cpp: flash-style attention with its tile products on the CPU's bf16 dot-product
+// units (AVX512-BF16 vdpbf16ps: bf16 x bf16 products, exact in fp32, accumulated in fp32), the
+// online softmax and every elementwise step in fp32 (see attention.h).
+// Layout of the work: one task per (b, h), forward and backward. A task first packs the head's
+// operands once into per-thread scratch in the layouts the micro-kernel reads: row-major bf16 (the
+// A operand, k contiguous), pair-interleaved "VNNI" bf16 (the B operand: element (2p, n) and
+// (2p+1, n) side by side in one 32-bit lane), and transposes; every tile product then runs on
+// contiguous data. Products whose natural output is transposed (dV = P^T dO, dK = dS^T Q) are
+// computed as dV^T = dO^T P and dK^T = Q^T dS, so that only the head's operands, never a 64x64
+// tile, need a transpose. Rows and columns are padded with zeros to the micro-kernel's block (4 x
+// 16); padding never reaches an output.
+#include <immintrin.h>
+
+#include <algorithm>  // std::min, std::max
+#include <cmath>      // std::sqrt, std::log, INFINITY
+#include <cstdint>    // uint32_t
+#include <cstring>    // std::memcpy, std::memset
+
+#include "base/bf16.h"                   // bf16_t
+#include "base/cpu_features.h"           // cpu_has_avx512_bf16
+#include "kernels/attention.h"
+#include "kernels/cpu/attention_common.h"  // kTile, band, check_shapes
+#include "kernels/cpu/simd_util.h"         // use_avx512, thread_scratch, exp_approx
+
+// GCC 12's AVX-512 headers build some results from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports once inlined here (a known false positive of the intrinsics, not of this code).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define MS_TARGET_BF16                                                                     \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma,"         \
+                        "prefer-vector-width=512")))
+#define MS_BF16_AI MS_TARGET_BF16 inline __attribute__((always_inline))
+
+namespace ms {
+namespace {
+
+using attention_detail::band;
+using attention_detail::check_shapes;
+using attention_detail::kTile;
+
+bool use_bf16_units() {
+  static const bool on = use_avx512() && cpu_has_avx512_bf16();
+  return on;
+}
+
+MS_BF16_AI int load_pair(const bf16_t* p) {
+  int v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Block of 4 rows x 16*NV columns: C (+)= A B. A: 4 rows of 2*K2 bf16 (row stride lda, even);
+// B: K2 pair-rows of 16*NV 32-bit lanes (stride ldb).
+template <int NV>
+MS_BF16_AI void dp_block(float* __restrict C, int ldc, const bf16_t* __restrict A, int lda,
+                         const uint32_t* __restrict B, int ldb, int K2, bool accumulate) {
+  __m512 acc[4][NV];
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? _mm512_loadu_ps(C + (size_t)r * ldc + 16 * v) : _mm512_setzero_ps();
+  for (int p = 0; p < K2; ++p) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(B + (size_t)p * ldb + 16 * v);
+    for (int r = 0; r < 4; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(load_pair(A + (size_t)r * lda + 2 * p));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + (size_t)r * ldc + 16 * v, acc[r][v]);
+}
+
+// C (M x N fp32, row stride ldc) (+)= A (M x 2*K2, bf16 row-major) . B (2*K2 x N, pair-interleaved).
+// M % 4 == 0, N % 16 == 0. Each element's sum runs over k in order: independent of threads.
+MS_BF16_AI void dp_gemm(float* C, int ldc, const bf16_t* A, int lda, const uint32_t* B, int ldb, int M,
+                        int N, int K2, bool accumulate) {
+  for (int i = 0; i < M; i += 4) {
+    float* c = C + (size_t)i * ldc;
+    const bf16_t* a = A + (size_t)i * lda;
+    int j = 0;
+    for (; j + 64 <= N; j += 64) dp_block<4>(c + j, ldc, a, lda, B + j, ldb, K2, accumulate);
+    switch ((N - j) / 16) {
+      case 3: dp_block<3>(c + j, ldc, a, lda, B + j, ldb, K2, accumulate); break;
+      case 2: dp_block<2>(c + j, ldc, a, lda, B + j, ldb, K2, accumulate); break;
+      case 1: dp_block<1>(c + j, ldc, a, lda, B + j, ldb, K2, accumulate); break;
+      default: break;
+    }
+  }
+}
+
+// 16 floats (n <= 16 valid, the rest zero) times s, rounded to bf16 (nearest even).
+MS_BF16_AI __m256i cvt16(const float* src, int n, float s) {
+  const __mmask16 mask = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << std::max(n, 0)) - 1);
+  const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src), _mm512_set1_ps(s));
+  return (__m256i)_mm512_cvtneps_pbh(x);
+}
+
+// dst (rows x ld bf16, ld % 16 == 0) = src rows [0, n) (HS floats each, row stride) times s; rows
+// [n, rows) and columns [HS, ld) zero.
+MS_BF16_AI void pack_rows(bf16_t* dst, int ld, const float* src, size_t stride, int n, int rows, int HS, float s) {
+  for (int t = 0; t < rows; ++t)
+    for (int d = 0; d < ld; d += 16)
+      _mm256_storeu_si256((__m256i*)(dst + (size_t)t * ld + d),
+                          t < n ? cvt16(src + t * stride + d, HS - d, s) : _mm256_setzero_si256());
+}
+
+// Pair-interleaves rows (rows even, ld % 16 == 0): dst[(t/2)*ld + c] = src[t][c] | src[t+1][c] << 16.
+MS_BF16_AI void pack_pairs(uint32_t* dst, const bf16_t* src, int ld, int rows) {
+  for (int t = 0; t < rows; t += 2)
+    for (int c = 0; c < ld; c += 16) {
+      const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(src + (size_t)t * ld + c)));
+      const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(src + (size_t)(t + 1) * ld + c)));
+      _mm512_storeu_si512(dst + (size_t)(t / 2) * ld + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
+// The pair-interleaved form of src^T: dst[p*ldT + t] = (src[t][2p], src[t][2p+1]) for a row-major
+// src of rows x ld bf16 (the pair is already adjacent in src: a 32-bit transpose).
+// Both transposes run in blocks of 32 source rows (rows % 32 == 0): the block's rows stay in L1 and
+// every destination row gets one contiguous 64-128 byte run instead of 32 scattered writes.
+MS_BF16_AI void pack_pairs_transposed(uint32_t* dst, int ldT, const bf16_t* src, int ld, int rows) {
+  for (int t0 = 0; t0 < rows; t0 += 32)
+    for (int p = 0; p < ld / 2; ++p) {
+      uint32_t* o = dst + (size_t)p * ldT + t0;
+      for (int t = 0; t < 32; ++t) std::memcpy(o + t, src + (size_t)(t0 + t) * ld + 2 * p, sizeof(uint32_t));
+    }
+}
+
+// dst (ld x ldT bf16) = src^T for a row-major src of rows x ld bf16 (rows % 32 == 0).
+MS_BF16_AI void transpose(bf16_t* dst, int ldT, const bf16_t* src, int ld, int rows) {
+  for (int t0 = 0; t0 < rows; t0 += 32)
+    for (int d = 0; d < ld; ++d) {
+      bf16_t* o = dst + (size_t)d * ldT + t0;
+      for (int t = 0; t < 32; ++t) o[t] = src[(size_t)(t0 + t) * ld + d];
+    }
+}
+
+// Rounds rows [0, n) of a 64-column fp32 tile to bf16 (dst row-major, 64 columns); returns nothing.
+// With sums != nullptr, sums[i] += the sum of row i's ROUNDED values (the softmax denominator must
+// match the probabilities the product uses).
+MS_BF16_AI void round_tile(bf16_t* dst, const float* src, int n, float* sums) {
+  for (int i = 0; i < n; ++i) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < kTile; c += 16) {
+      const __m256i b = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i * kTile + c));
+      _mm256_storeu_si256((__m256i*)(dst + i * kTile + c), b);
+      if (sums) acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+    }
+    if (sums) sums[i] += _mm512_reduce_add_ps(acc);
+  }
+}
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// Carves 64-byte aligned pieces out of one per-thread scratch buffer.
+class Carver {
+ public:
+  explicit Carver(float* base) : p_(reinterpret_cast<char*>(base)) {}
+  template <class T>
+  T* take(size_t n) {
+    T* r = reinterpret_cast<T*>(p_);
+    p_ += (n * sizeof(T) + 63) / 64 * 64;
+    return r;
+  }
+
+ private:
+  char* p_;
+};
+
+// Scratch bytes: the head's packed operands (HSp = HS rounded up to 16, Tp = T to 64) and tiles.
+size_t fwd_scratch_floats(int HSp, int Tp) {
+  const size_t head = (size_t)Tp * HSp * 2;  // one bf16 copy of the head, in bytes
+  const size_t bytes = 4 * head + kTile * kTile * (4 + 2) + (size_t)kTile * HSp * 4 + 2 * kTile * 4 + 8 * 64;
+  return bytes / 4 + 16;
+}
+size_t bwd_scratch_floats(int HSp, int Tp) {
+  const size_t head = (size_t)Tp * HSp * 2;
+  const size_t bytes = 8 * head + (size_t)Tp * HSp * 4 + (size_t)Tp * 4 + 2 * kTile * kTile * 4 +
+                       2 * kTile * kTile * 2 + 2 * kTile * kTile * 4 + 2 * (size_t)HSp * kTile * 4 + 16 * 64;
+  return bytes / 4 + 16;
+}
+
+MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, int C, int NH, int window, int b,
+                             int h, float* scratch) {
+  const int HS = C / NH, HSp = round_up(HS, 16), ntiles = (T + kTile - 1) / kTile, Tp = ntiles * kTile;
+  const size_t C3 = (size_t)3 * C;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  Carver carve(scratch);
+  bf16_t* Qb = carve.take<bf16_t>((size_t)Tp * HSp);     // queries * scale, row-major
+  bf16_t* tmp = carve.take<bf16_t>((size_t)Tp * HSp);    // keys, then values, row-major
+  uint32_t* KT = carve.take<uint32_t>((size_t)Tp * HSp / 2);  // K^T, pairs over d: [d/2][t]
+  uint32_t* Vv = carve.take<uint32_t>((size_t)Tp * HSp / 2);  // V, pairs over t: [t/2][d]
+  float* S = carve.take<float>(kTile * kTile);             // scores, then probabilities
+  bf16_t* Pb = carve.take<bf16_t>(kTile * kTile);          // probabilities in bf16
+  float* O = carve.take<float>((size_t)kTile * HSp);        // unnormalised output
+  float* m = carve.take<float>(kTile);                      // running max per row
+  float* l = carve.take<float>(kTile);                      // running sum per row
+  const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+
+  pack_rows(Qb, HSp, base, C3, T, Tp, HS, scale);
+  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, 1.0f);
+  pack_pairs_transposed(KT, Tp, tmp, HSp, Tp);
+  pack_rows(tmp, HSp, base + 2 * C, C3, T, Tp, HS, 1.0f);
+  pack_pairs(Vv, tmp, HSp, Tp);
+
+  for (int qt = 0; qt < ntiles; ++qt) {
+    const int i0 = qt * kTile, nq = std::min(kTile, T - i0), nq4 = round_up(nq, 4);
+    std::memset(O, 0, sizeof(float) * nq4 * HSp);
+    std::memset(Pb, 0, sizeof(bf16_t) * kTile * kTile);
+    for (int i = 0; i < nq; ++i) m[i] = -INFINITY, l[i] = 0.0f;
+    const int kfirst = window > 0 ? std::max(0, i0 - window + 1) : 0, klast = i0 + nq - 1;
+    for (int kt = kfirst / kTile; kt * kTile <= klast; ++kt) {
+      const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
+      dp_gemm(S, kTile, Qb + (size_t)i0 * HSp, HSp, KT + j0, Tp, nq4, kTile, HSp / 2, false);
+      for (int i = 0; i < nq; ++i) {
+        float* srow = S + i * kTile;
+        int lo, hi;
+        band(i0 + i, j0, nk, window, lo, hi);
+        if (hi < lo) {  // the whole row is masked in this tile
+          std::memset(srow, 0, sizeof(float) * kTile);
+          continue;
+        }
+        float mx = m[i];
+#pragma omp simd reduction(max : mx)
+        for (int jj = 0; jj < kTile; ++jj) {
+          const float v = srow[jj] + (((jj >= lo) & (jj <= hi)) ? 0.0f : -INFINITY);
+          mx = mx > v ? mx : v;
+        }
+#pragma omp simd
+        for (int jj = 0; jj < kTile; ++jj)
+          srow[jj] = exp_approx(srow[jj] - mx) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
+        const float corr = exp_approx(m[i] - mx);  // 0 on the first visited tile (m = -inf)
+        l[i] *= corr;
+        m[i] = mx;
+        if (corr != 1.0f) {
+          float* orow = O + (size_t)i * HSp;
+#pragma omp simd
+          for (int d = 0; d < HSp; ++d) orow[d] *= corr;
+        }
+      }
+      round_tile(Pb, S, nq, l);  // l += the rounded probabilities' row sums
+      dp_gemm(O, HSp, Pb, kTile, Vv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2, true);
+    }
+    for (int i = 0; i < nq; ++i) {
+      const float inv = 1.0f / l[i];
+      float* o = out + ((size_t)b * T + i0 + i) * C + (size_t)h * HS;
+      const float* orow = O + (size_t)i * HSp;
+#pragma omp simd
+      for (int d = 0; d < HS; ++d) o[d] = orow[d] * inv;
+      lse[((size_t)b * NH + h) * T + i0 + i] = m[i] + std::log(l[i]);
+    }
+  }
+}
+
+MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                             int T, int C, int NH, int window, int b, int h, float* scratch) {
+  const int HS = C / NH, HSp = round_up(HS, 16), ntiles = (T + kTile - 1) / kTile, Tp = ntiles * kTile;
+  const size_t C3 = (size_t)3 * C;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  Carver carve(scratch);
+  const size_t head = (size_t)Tp * HSp;
+  bf16_t* Qb = carve.take<bf16_t>(head);           // Q * scale, row-major
+  bf16_t* QsT = carve.take<bf16_t>(head);          // (Q * scale)^T: [d][t]
+  uint32_t* KT = carve.take<uint32_t>(head / 2);   // K^T, pairs over d
+  uint32_t* Ksv = carve.take<uint32_t>(head / 2);  // K * scale, pairs over t
+  uint32_t* VT = carve.take<uint32_t>(head / 2);   // V^T, pairs over d
+  bf16_t* dOb = carve.take<bf16_t>(head);          // dout, row-major
+  bf16_t* dOT = carve.take<bf16_t>(head);          // dout^T: [d][t]
+  bf16_t* tmp = carve.take<bf16_t>(head);
+  float* dQ = carve.take<float>(head);             // Tp x HSp
+  float* D = carve.take<float>(Tp);                // rowsum(dout * out)
+  float* P = carve.take<float>(kTile * kTile);
+  float* dS = carve.take<float>(kTile * kTile);    // dP, then dS
+  bf16_t* Pb = carve.take<bf16_t>(kTile * kTile);
+  bf16_t* dSb = carve.take<bf16_t>(kTile * kTile);
+  uint32_t* Pv = carve.take<uint32_t>(kTile * kTile / 2);
+  uint32_t* dSv = carve.take<uint32_t>(kTile * kTile / 2);
+  float* dKT = carve.take<float>((size_t)HSp * kTile);  // dK^T of the key tile: [d][j]
+  float* dVT = carve.take<float>((size_t)HSp * kTile);
+  const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+  float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+  const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
+  const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+  const float* L = lse + ((size_t)b * NH + h) * T;
+
+  pack_rows(Qb, HSp, base, C3, T, Tp, HS, scale);
+  transpose(QsT, Tp, Qb, HSp, Tp);
+  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, 1.0f);
+  pack_pairs_transposed(KT, Tp, tmp, HSp, Tp);
+  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, scale);
+  pack_pairs(Ksv, tmp, HSp, Tp);
+  pack_rows(tmp, HSp, base + 2 * C, C3, T, Tp, HS, 1.0f);
+  pack_pairs_transposed(VT, Tp, tmp, HSp, Tp);
+  pack_rows(dOb, HSp, dobase, C, T, Tp, HS, 1.0f);
+  transpose(dOT, Tp, dOb, HSp, Tp);
+  std::memset(dQ, 0, sizeof(float) * head);
+  for (int t = 0; t < Tp; ++t) {  // fp32, from the fp32 arrays
+    float s = 0.0f;
+    if (t < T) {
+      const float* o = obase + (size_t)t * C;
+      const float* g = dobase + (size_t)t * C;
+#pragma omp simd reduction(+ : s)
+      for (int d = 0; d < HS; ++d) s += g[d] * o[d];
+    }
+    D[t] = s;
+  }
+
+  for (int kt = 0; kt < ntiles; ++kt) {
+    const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
+    std::memset(dKT, 0, sizeof(float) * HSp * kTile);
+    std::memset(dVT, 0, sizeof(float) * HSp * kTile);
+    const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
+    for (int qt = kt; qt * kTile <= ilast; ++qt) {
+      const int i0 = qt * kTile, nq = std::min(kTile, T - i0), nq4 = round_up(nq, 4);
+      dp_gemm(P, kTile, Qb + (size_t)i0 * HSp, HSp, KT + j0, Tp, nq4, kTile, HSp / 2, false);  // scores
+      for (int i = 0; i < nq4; ++i) {
+        float* prow = P + i * kTile;
+        if (i >= nq) {
+          std::memset(prow, 0, sizeof(float) * kTile);
+          continue;
+        }
+        int lo, hi;
+        band(i0 + i, j0, nk, window, lo, hi);
+        const float li = L[i0 + i];
+#pragma omp simd
+        for (int jj = 0; jj < kTile; ++jj)
+          prow[jj] = exp_approx(prow[jj] - li) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
+      }
+      round_tile(Pb, P, nq4, nullptr);
+      pack_pairs(Pv, Pb, kTile, nq4);
+      dp_gemm(dVT, kTile, dOT + i0, Tp, Pv, kTile, HSp, kTile, nq4 / 2, true);  // dV^T += dO^T P
+      dp_gemm(dS, kTile, dOb + (size_t)i0 * HSp, HSp, VT + j0, Tp, nq4, kTile, HSp / 2, false);  // dP = dO V^T
+      for (int i = 0; i < nq4; ++i) {
+        float* srow = dS + i * kTile;
+        const float* prow = P + i * kTile;
+        const float di = D[i0 + i];
+#pragma omp simd
+        for (int jj = 0; jj < kTile; ++jj) srow[jj] = prow[jj] * (srow[jj] - di);
+      }
+      round_tile(dSb, dS, nq4, nullptr);
+      pack_pairs(dSv, dSb, kTile, nq4);
+      dp_gemm(dQ + (size_t)i0 * HSp, HSp, dSb, kTile, Ksv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2,
+              true);                                                              // dQ += dS K*s
+      dp_gemm(dKT, kTile, QsT + i0, Tp, dSv, kTile, HSp, kTile, nq4 / 2, true);  // dK^T += (Q*s)^T dS
+    }
+    for (int jj = 0; jj < nk; ++jj) {
+      float* dk = dbase + C + (j0 + jj) * C3;
+      float* dv = dbase + 2 * C + (j0 + jj) * C3;
+      for (int d = 0; d < HS; ++d) {
+        dk[d] = dKT[(size_t)d * kTile + jj];
+        dv[d] = dVT[(size_t)d * kTile + jj];
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HSp, sizeof(float) * HS);
+}
+
+}  // namespace
+
+bool attention_bf16_on_dot_product_units() { return use_bf16_units(); }
+
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window) {
+  if (!use_bf16_units()) return attention_forward(out, lse, qkv, B, T, C, NH, window);
+  check_shapes(B, T, C, NH, window);
+  const int HS = C / NH, BH = B * NH;
+  const size_t scratch_n = fwd_scratch_floats(round_up(HS, 16), round_up(T, kTile));
+#pragma omp parallel
+  {
+    float* scratch = thread_scratch(scratch_n);
+#pragma omp for schedule(dynamic, 1)
+    for (int bh = 0; bh < BH; ++bh) fwd_head(out, lse, qkv, T, C, NH, window, bh / NH, bh % NH, scratch);
+  }
+}
+
+void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                             const float* lse, int B, int T, int C, int NH, int window) {
+  if (!use_bf16_units()) return attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, window);
+  check_shapes(B, T, C, NH, window);
+  const int HS = C / NH, BH = B * NH;
+  const size_t scratch_n = bwd_scratch_floats(round_up(HS, 16), round_up(T, kTile));
+#pragma omp parallel
+  {
+    float* scratch = thread_scratch(scratch_n);
+#pragma omp for schedule(dynamic, 1)
+    for (int bh = 0; bh < BH; ++bh)
+      bwd_head(dqkv, dout, qkv, out, lse, T, C, NH, window, bh / NH, bh % NH, scratch);
+  }
+}
+
+}  // namespace ms
