@@ -343,12 +343,17 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
               true);                                                              // dQ += dS K*s
       dp_gemm(dKT, kTile, QsT + i0, Tp, dSv, kTile, HSp, kTile, nq4 / 2, true);  // dK^T += (Q*s)^T dS
     }
+    // dK, dV rows = columns of dK^T, dV^T (L1-resident): gathered 16 at a time, one vector store.
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(kTile));
     for (int jj = 0; jj < nk; ++jj) {
       float* dk = dbase + C + (j0 + jj) * C3;
       float* dv = dbase + 2 * C + (j0 + jj) * C3;
-      for (int d = 0; d < HS; ++d) {
-        dk[d] = dKT[(size_t)d * kTile + jj];
-        dv[d] = dVT[(size_t)d * kTile + jj];
+      for (int d = 0; d < HS; d += 16) {
+        const __mmask16 mask = HS - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (HS - d)) - 1);
+        const __m512i idx = _mm512_add_epi32(col, _mm512_set1_epi32(d * kTile + jj));
+        _mm512_mask_storeu_ps(dk + d, mask, _mm512_i32gather_ps(idx, dKT, 4));
+        _mm512_mask_storeu_ps(dv + d, mask, _mm512_i32gather_ps(idx, dVT, 4));
       }
     }
   }
