@@ -155,7 +155,9 @@ class LayoutRuns {
     EXPECT_TRUE(d.learned) << a << " did not learn: the comparison would be vacuous";
     EXPECT_LE(d.loss_rel, loss_rel) << b;
     EXPECT_LE(d.rel_l2, weight_rel) << b;
-    if (weight_abs >= 0) EXPECT_LE(d.max_abs, weight_abs) << b;
+    if (weight_abs >= 0) {
+      EXPECT_LE(d.max_abs, weight_abs) << b;
+    }
     if (bit_exact) {
       EXPECT_EQ(d.max_abs, 0.0) << b;
       EXPECT_EQ(d.loss_rel, 0.0) << b;

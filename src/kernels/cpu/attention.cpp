@@ -19,6 +19,7 @@
 
 #include "base/aligned.h"  // AlignedBuffer
 #include "base/check.h"  // MS_CHECK
+#include "base/kernel_timing.h"  // KernelTimeScope
 #include "kernels/cpu/attention_common.h"  // kTile, band, check_shapes
 #include "kernels/cpu/simd_util.h"  // MS_AI, MS_TARGET_AVX512, use_avx512, thread_scratch, exp_approx
 
@@ -314,6 +315,7 @@ void bwd_task_generic(float* dqkv, const float* dout, const float* qkv, const fl
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window) {
+  KernelTimeScope timing(KernelId::kAttentionForward);
   check_shapes(B, T, C, NH, window);
   const int HS = C / NH, ntiles = (T + kTile - 1) / kTile, BH = B * NH;
   const long ntasks = (long)BH * ntiles;
@@ -335,6 +337,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int B, int T, int C, int NH, int window) {
+  KernelTimeScope timing(KernelId::kAttentionBackward);
   check_shapes(B, T, C, NH, window);
   const int HS = C / NH, BH = B * NH;
   const bool avx = use_avx512();

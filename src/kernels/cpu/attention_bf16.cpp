@@ -18,6 +18,7 @@
 
 #include "base/bf16.h"                   // bf16_t
 #include "base/cpu_features.h"           // cpu_has_avx512_bf16
+#include "base/kernel_timing.h"          // KernelTimeScope
 #include "kernels/attention.h"
 #include "kernels/cpu/attention_common.h"  // kTile, band, check_shapes
 #include "kernels/cpu/simd_util.h"         // use_avx512, thread_scratch, exp_approx
@@ -365,6 +366,7 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
 bool attention_bf16_on_dot_product_units() { return use_bf16_units(); }
 
 void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window) {
+  KernelTimeScope timing(KernelId::kAttentionForward);
   if (!use_bf16_units()) return attention_forward(out, lse, qkv, B, T, C, NH, window);
   check_shapes(B, T, C, NH, window);
   const int HS = C / NH, BH = B * NH;
@@ -379,6 +381,7 @@ void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int
 
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
                              const float* lse, int B, int T, int C, int NH, int window) {
+  KernelTimeScope timing(KernelId::kAttentionBackward);
   if (!use_bf16_units()) return attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, window);
   check_shapes(B, T, C, NH, window);
   const int HS = C / NH, BH = B * NH;
