@@ -9,6 +9,7 @@
 #include "base/log.h"               // logger
 #include "base/rng.h"               // Rng
 #include "kernels/bf16_convert.h"   // f32_to_bf16
+#include "kernels/attention.h"  // attention_bf16_on_dot_product_units
 #include "kernels/gemm_bf16.h"      // gemm_bf16, matmul_forward_bf16
 #include "kernels/matmul.h"         // matmul_forward, sgemm, add_column_sums
 
@@ -46,8 +47,9 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
     static bool noticed = false;  // one line per process
     if (!bf16_gemm_uses_amx() && !noticed) {
       noticed = true;
-      logger().info("precision=bf16 without AMX-BF16 (oneDNN: {}); bf16 GEMMs fall back to slower kernels, "
-                    "results agree within bf16 rounding", bf16_gemm_isa());
+      logger().info("precision=bf16 without AMX-BF16: bf16 GEMMs run on {} (oneDNN), attention on {}; results "
+                    "agree within bf16 rounding", bf16_gemm_isa(),
+                    attention_bf16_on_dot_product_units() ? "AVX512-BF16" : "the fp32 kernels");
     }
   }
 }

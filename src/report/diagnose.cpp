@@ -297,6 +297,23 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
       if (!has_dump || !waits_itself || late_or_frozen.count(m)) culprits.insert(m);
     }
   for (int r : late_or_frozen) culprits.insert(r);
+  // A frozen rank (its process not scheduled while the others waited: stopped, or starved) is a
+  // root cause by itself; other missing members that are busy rather than waiting are then taken as
+  // its consequence (blocked behind it outside the ring, e.g. on shared state, or merely late when
+  // every rank was stopped) and named in a note, not as culprits, so that a recovery does not evict
+  // their healthy hosts too.
+  std::set<int> frozen;
+  for (int r : culprits)
+    if (dumps.count(r) && dumps.at(r).frozen_ns > 0) frozen.insert(r);
+  if (!frozen.empty())
+    for (auto it = culprits.begin(); it != culprits.end();)
+      if (frozen.count(*it)) {
+        ++it;
+      } else {
+        out.notes.push_back(fmt::format("rank {} also held up a collective ({}), but rank(s) {} froze: taken as a "
+                                        "consequence, not named", *it, why[*it], fmt::join(frozen, ", ")));
+        it = culprits.erase(it);
+      }
   for (int r : culprits)
     out.culprits.push_back({r, r < static_cast<int>(out.coords.size()) ? out.coords[r] : DiagnoseCoord{}, why[r]});
   if (out.sites.empty()) out.notes.push_back("no dump shows a rank waiting in a collective or a send / receive");

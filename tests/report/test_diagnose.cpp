@@ -126,6 +126,23 @@ TEST(Diagnose, AFrozenRankIsNamedAndNobodyMissingIsSaid) {
   EXPECT_NE(d.culprits[0].why.find("not scheduled for 6.0 s"), std::string::npos) << d.culprits[0].why;
 }
 
+TEST(Diagnose, AFrozenRankOutranksABusyMissingOne) {
+  // Rank 1 was stopped before world seq 7 (frozen); rank 3 is busy elsewhere (no wait in its dump)
+  // and has not entered seq 7 either: only rank 1 is named, rank 3 goes into a note. Without the
+  // frozen rank, rank 3 is a culprit.
+  std::vector<json> all = {dump(0, {ring_op("all_reduce", "world", 7, "running")}),
+                           dump(1, {ring_op("all_reduce", "world", 6, "ok")}),
+                           dump(2, {ring_op("all_reduce", "world", 7, "running")}),
+                           dump(3, {ring_op("all_reduce", "world", 6, "ok")})};
+  const Diagnosis both = run(all);
+  ASSERT_EQ(culprit_ranks(both), (std::vector<int>{1, 3})) << format_diagnosis(both);
+  all[1]["frozen_ns"] = 4'000'000'000;
+  const Diagnosis d = run(all);
+  ASSERT_EQ(culprit_ranks(d), std::vector<int>{1}) << format_diagnosis(d);
+  ASSERT_FALSE(d.notes.empty());
+  EXPECT_NE(d.notes.back().find("rank 3 also held up"), std::string::npos) << d.notes.back();
+}
+
 TEST(Diagnose, MalformedDumpsAreNamedByFileAndField) {
   json no_ring = dump(0, json::array());
   no_ring.erase("ring");

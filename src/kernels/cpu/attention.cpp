@@ -28,6 +28,8 @@ namespace ms {
 namespace {
 
 using attention_detail::band;
+using attention_detail::band_exp;
+using attention_detail::band_max;
 using attention_detail::check_shapes;
 using attention_detail::kTile;
 
@@ -171,19 +173,8 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
         std::memset(srow, 0, sizeof(float) * kTile);
         continue;
       }
-      float mx = m[i];
-#pragma omp simd reduction(max : mx)
-      for (int jj = 0; jj < kTile; ++jj) {  // written so that it vectorises (std::max does not)
-        const float v = srow[jj] + (((jj >= lo) & (jj <= hi)) ? 0.0f : -INFINITY);
-        mx = mx > v ? mx : v;
-      }
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int jj = 0; jj < kTile; ++jj) {
-        const float p = exp_approx(srow[jj] - mx) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
-        srow[jj] = p;
-        sum += p;
-      }
+      const float mx = band_max(srow, lo, hi, m[i]);
+      const float sum = band_exp(srow, lo, hi, mx);
       const float corr = exp_approx(m[i] - mx);  // 0 on the first visited tile (m = -inf)
       l[i] = l[i] * corr + sum;
       m[i] = mx;
@@ -277,10 +268,7 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
         float* prow = P + i * kTile;
         int lo, hi;
         band(i0 + i, j0, nk, window, lo, hi);
-        const float li = L[i0 + i];
-#pragma omp simd
-        for (int jj = 0; jj < kTile; ++jj)
-          prow[jj] = exp_approx(prow[jj] - li) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
+        band_exp(prow, lo, hi, L[i0 + i]);
       }
       gemm<Isa>(dV, HS, P, 1, kTile, dOi, HS, kTile, HS, nq, true);      // dV += P^T dO
       gemm<Isa>(dS, kTile, dOi, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T

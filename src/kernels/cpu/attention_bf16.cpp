@@ -36,6 +36,8 @@ namespace ms {
 namespace {
 
 using attention_detail::band;
+using attention_detail::band_exp;
+using attention_detail::band_max;
 using attention_detail::check_shapes;
 using attention_detail::kTile;
 
@@ -221,15 +223,8 @@ MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, in
           std::memset(srow, 0, sizeof(float) * kTile);
           continue;
         }
-        float mx = m[i];
-#pragma omp simd reduction(max : mx)
-        for (int jj = 0; jj < kTile; ++jj) {
-          const float v = srow[jj] + (((jj >= lo) & (jj <= hi)) ? 0.0f : -INFINITY);
-          mx = mx > v ? mx : v;
-        }
-#pragma omp simd
-        for (int jj = 0; jj < kTile; ++jj)
-          srow[jj] = exp_approx(srow[jj] - mx) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
+        const float mx = band_max(srow, lo, hi, m[i]);
+        band_exp(srow, lo, hi, mx);  // the sum is taken after rounding (round_tile)
         const float corr = exp_approx(m[i] - mx);  // 0 on the first visited tile (m = -inf)
         l[i] *= corr;
         m[i] = mx;
@@ -322,10 +317,7 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
         }
         int lo, hi;
         band(i0 + i, j0, nk, window, lo, hi);
-        const float li = L[i0 + i];
-#pragma omp simd
-        for (int jj = 0; jj < kTile; ++jj)
-          prow[jj] = exp_approx(prow[jj] - li) * (((jj >= lo) & (jj <= hi)) ? 1.0f : 0.0f);
+        band_exp(prow, lo, hi, L[i0 + i]);
       }
       round_tile(Pb, P, nq4, nullptr);
       pack_pairs(Pv, Pb, kTile, nq4);
