@@ -69,8 +69,8 @@ void RunObserver::end_step(const StepRecord& r, RunLog& log) {
     nlohmann::json j = {{"step", r.step}, {"t0", step_t0_}, {"t1", t1}, {"lr", r.lr}, {"tokens_per_s", r.tokens_per_s},
                         {"mfu", r.mfu}, {"mfu_gemm", r.mfu_gemm}, {"grad_norm", r.grad_norm}, {"ms", ms},
                         {"cpu_ms", cpu}};
+    // mfu, mfu_gemm: NaN, written as null, on every rank but 0 (only rank 0 measures the peaks).
     j["loss"] = std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr);
-    if (rank_ != 0) j["mfu"] = j["mfu_gemm"] = nullptr;  // only rank 0 measures the peaks (MFU denominators)
     recorder_->step(std::move(j));
   }
   for (const auto& [event, text] : report_->summarize(r.step)) {

@@ -191,7 +191,9 @@ TEST_F(Launcher, SignalsAreForwarded) {
   // (preemption); a rank that fails after the signal makes it exit 128+15.
   const std::string out = path("out.txt");
   const std::string script = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
-  const std::string cmd = launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
+  // The output file exists before the poll starts: the background job's redirection may come later,
+  // and a missing file would end the poll at once (the launcher then dies before its handlers exist).
+  const std::string cmd = ": >" + out + "; " + launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
                           "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
                           "kill -TERM $L; wait $L; echo launcher=$?";
   CmdResult r = run_cmd(cmd);
@@ -203,7 +205,7 @@ TEST_F(Launcher, SignalsAreForwarded) {
   EXPECT_NE(text.find("every rank exited 0"), std::string::npos) << text;
 
   const std::string failing = "trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
-  const std::string cmd2 = launch("--nproc 2", failing) + " >" + out + " 2>&1 & L=$!; i=0; " +
+  const std::string cmd2 = ": >" + out + "; " + launch("--nproc 2", failing) + " >" + out + " 2>&1 & L=$!; i=0; " +
                            "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
                            "kill -TERM $L; wait $L; echo launcher=$?";
   r = run_cmd(cmd2);

@@ -27,11 +27,7 @@
 namespace ms {
 namespace {
 
-using attention_detail::band;
-using attention_detail::band_exp;
-using attention_detail::band_max;
-using attention_detail::check_shapes;
-using attention_detail::kTile;
+using namespace attention_detail;  // kTile, band, the softmax row steps, parallel_over_heads
 
 // Register block of the micro-kernel: MR rows x NR columns of the output held in registers.
 struct IsaGeneric { static constexpr int MR = 4, NR = 8; };    // 8 xmm accumulators
@@ -169,31 +165,13 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
       float* srow = S + i * kTile;
       int lo, hi;
       band(i0 + i, j0, nk, window, lo, hi);
-      if (hi < lo) {  // the whole row is masked in this tile
-        std::memset(srow, 0, sizeof(float) * kTile);
-        continue;
-      }
-      const float mx = band_max(srow, lo, hi, m[i]);
-      const float sum = band_exp(srow, lo, hi, mx);
-      const float corr = exp_approx(m[i] - mx);  // 0 on the first visited tile (m = -inf)
-      l[i] = l[i] * corr + sum;
-      m[i] = mx;
-      if (corr != 1.0f) {
-        float* orow = O + (size_t)i * HS;
-#pragma omp simd
-        for (int d = 0; d < HS; ++d) orow[d] *= corr;
-      }
+      online_softmax_row(srow, lo, hi, m[i], l[i], O + (size_t)i * HS, HS, /*add_sum=*/true);
     }
     gemm<Isa>(O, HS, S, kTile, 1, V, HS, nq, HS, kTile, true);
   }
-  for (int i = 0; i < nq; ++i) {
-    const float inv = 1.0f / l[i];
-    float* o = out + ((size_t)b * T + i0 + i) * C + (size_t)h * HS;
-    const float* orow = O + (size_t)i * HS;
-#pragma omp simd
-    for (int d = 0; d < HS; ++d) o[d] = orow[d] * inv;
-    lse[((size_t)b * NH + h) * T + i0 + i] = m[i] + std::log(l[i]);
-  }
+  for (int i = 0; i < nq; ++i)
+    finish_row(out + ((size_t)b * T + i0 + i) * C + (size_t)h * HS, O + (size_t)i * HS, HS, m[i], l[i],
+               lse + ((size_t)b * NH + h) * T + i0 + i);
 }
 
 MS_TARGET_AVX512 void fwd_task_avx512(float* out, float* lse, const float* qkv, int T, int C, int NH,
@@ -272,13 +250,7 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
       }
       gemm<Isa>(dV, HS, P, 1, kTile, dOi, HS, kTile, HS, nq, true);      // dV += P^T dO
       gemm<Isa>(dS, kTile, dOi, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T
-      for (int i = 0; i < nq; ++i) {
-        float* srow = dS + i * kTile;
-        const float* prow = P + i * kTile;
-        const float di = D[i0 + i];
-#pragma omp simd
-        for (int jj = 0; jj < kTile; ++jj) srow[jj] = prow[jj] * (srow[jj] - di);
-      }
+      for (int i = 0; i < nq; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
       gemm<Isa>(dQ + (size_t)i0 * HS, HS, dS, kTile, 1, Ks, HS, nq, HS, kTile, true);  // dQ += dS K*s
       gemm<Isa>(dK, HS, dS, 1, kTile, Qi, HS, kTile, HS, nq, true);                    // dK += dS^T Q*s
     }
@@ -327,19 +299,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* lse, int B, int T, int C, int NH, int window) {
   KernelTimeScope timing(KernelId::kAttentionBackward);
   check_shapes(B, T, C, NH, window);
-  const int HS = C / NH, BH = B * NH;
   const bool avx = use_avx512();
-  const size_t scratch_n = bwd_scratch_size(HS, T);
-#pragma omp parallel
-  {
-    float* scratch = thread_scratch(scratch_n);
-#pragma omp for schedule(dynamic, 1)
-    for (int bh = 0; bh < BH; ++bh) {
-      const int b = bh / NH, h = bh % NH;
-      if (avx) bwd_task_avx512(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
-      else bwd_task_generic(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
-    }
-  }
+  parallel_over_heads(B, NH, bwd_scratch_size(C / NH, T), [&](int b, int h, float* scratch) {
+    if (avx) bwd_task_avx512(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+    else bwd_task_generic(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+  });
 }
 
 }  // namespace ms

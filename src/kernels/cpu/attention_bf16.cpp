@@ -35,11 +35,7 @@
 namespace ms {
 namespace {
 
-using attention_detail::band;
-using attention_detail::band_exp;
-using attention_detail::band_max;
-using attention_detail::check_shapes;
-using attention_detail::kTile;
+using namespace attention_detail;  // kTile, band, the softmax row steps, parallel_over_heads
 
 bool use_bf16_units() {
   static const bool on = use_avx512() && cpu_has_avx512_bf16();
@@ -219,32 +215,15 @@ MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, in
         float* srow = S + i * kTile;
         int lo, hi;
         band(i0 + i, j0, nk, window, lo, hi);
-        if (hi < lo) {  // the whole row is masked in this tile
-          std::memset(srow, 0, sizeof(float) * kTile);
-          continue;
-        }
-        const float mx = band_max(srow, lo, hi, m[i]);
-        band_exp(srow, lo, hi, mx);  // the sum is taken after rounding (round_tile)
-        const float corr = exp_approx(m[i] - mx);  // 0 on the first visited tile (m = -inf)
-        l[i] *= corr;
-        m[i] = mx;
-        if (corr != 1.0f) {
-          float* orow = O + (size_t)i * HSp;
-#pragma omp simd
-          for (int d = 0; d < HSp; ++d) orow[d] *= corr;
-        }
+        // The tile's sum enters l after rounding (round_tile below).
+        online_softmax_row(srow, lo, hi, m[i], l[i], O + (size_t)i * HSp, HSp, /*add_sum=*/false);
       }
       round_tile(Pb, S, nq, l);  // l += the rounded probabilities' row sums
       dp_gemm(O, HSp, Pb, kTile, Vv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2, true);
     }
-    for (int i = 0; i < nq; ++i) {
-      const float inv = 1.0f / l[i];
-      float* o = out + ((size_t)b * T + i0 + i) * C + (size_t)h * HS;
-      const float* orow = O + (size_t)i * HSp;
-#pragma omp simd
-      for (int d = 0; d < HS; ++d) o[d] = orow[d] * inv;
-      lse[((size_t)b * NH + h) * T + i0 + i] = m[i] + std::log(l[i]);
-    }
+    for (int i = 0; i < nq; ++i)
+      finish_row(out + ((size_t)b * T + i0 + i) * C + (size_t)h * HS, O + (size_t)i * HSp, HS, m[i], l[i],
+                 lse + ((size_t)b * NH + h) * T + i0 + i);
   }
 }
 
@@ -323,13 +302,7 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
       pack_pairs(Pv, Pb, kTile, nq4);
       dp_gemm(dVT, kTile, dOT + i0, Tp, Pv, kTile, HSp, kTile, nq4 / 2, true);  // dV^T += dO^T P
       dp_gemm(dS, kTile, dOb + (size_t)i0 * HSp, HSp, VT + j0, Tp, nq4, kTile, HSp / 2, false);  // dP = dO V^T
-      for (int i = 0; i < nq4; ++i) {
-        float* srow = dS + i * kTile;
-        const float* prow = P + i * kTile;
-        const float di = D[i0 + i];
-#pragma omp simd
-        for (int jj = 0; jj < kTile; ++jj) srow[jj] = prow[jj] * (srow[jj] - di);
-      }
+      for (int i = 0; i < nq4; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
       round_tile(dSb, dS, nq4, nullptr);
       pack_pairs(dSv, dSb, kTile, nq4);
       dp_gemm(dQ + (size_t)i0 * HSp, HSp, dSb, kTile, Ksv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2,
@@ -361,14 +334,9 @@ void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int
   KernelTimeScope timing(KernelId::kAttentionForward);
   if (!use_bf16_units()) return attention_forward(out, lse, qkv, B, T, C, NH, window);
   check_shapes(B, T, C, NH, window);
-  const int HS = C / NH, BH = B * NH;
-  const size_t scratch_n = fwd_scratch_floats(round_up(HS, 16), round_up(T, kTile));
-#pragma omp parallel
-  {
-    float* scratch = thread_scratch(scratch_n);
-#pragma omp for schedule(dynamic, 1)
-    for (int bh = 0; bh < BH; ++bh) fwd_head(out, lse, qkv, T, C, NH, window, bh / NH, bh % NH, scratch);
-  }
+  const int HS = C / NH;
+  parallel_over_heads(B, NH, fwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)),
+                      [&](int b, int h, float* scratch) { fwd_head(out, lse, qkv, T, C, NH, window, b, h, scratch); });
 }
 
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
@@ -376,15 +344,10 @@ void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, c
   KernelTimeScope timing(KernelId::kAttentionBackward);
   if (!use_bf16_units()) return attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, window);
   check_shapes(B, T, C, NH, window);
-  const int HS = C / NH, BH = B * NH;
-  const size_t scratch_n = bwd_scratch_floats(round_up(HS, 16), round_up(T, kTile));
-#pragma omp parallel
-  {
-    float* scratch = thread_scratch(scratch_n);
-#pragma omp for schedule(dynamic, 1)
-    for (int bh = 0; bh < BH; ++bh)
-      bwd_head(dqkv, dout, qkv, out, lse, T, C, NH, window, bh / NH, bh % NH, scratch);
-  }
+  const int HS = C / NH;
+  parallel_over_heads(B, NH, bwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)), [&](int b, int h, float* scratch) {
+    bwd_head(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+  });
 }
 
 }  // namespace ms

@@ -1,9 +1,12 @@
 // attention_common: what the fp32 and the bf16 flash-attention kernels share (private to cpu/):
-// the tile size, the causal / sliding-window band of a query row inside a key tile, the masked
-// row max and exponential of the (online) softmax, the shape check.
+// the tile size, the causal / sliding-window band of a query row inside a key tile, the row steps
+// of the online softmax (forward) and of its gradient (backward), the shape check, and the loop
+// that runs one task per (b, h) with per-thread scratch.
 #pragma once
 #include <algorithm>  // std::min, std::max
-#include <cmath>      // INFINITY
+#include <cmath>      // INFINITY, std::log
+#include <cstddef>    // size_t
+#include <cstring>    // std::memset
 
 #include "base/check.h"             // MS_CHECK
 #include "kernels/cpu/simd_util.h"  // MS_AI
@@ -39,6 +42,56 @@ MS_AI float band_exp(float* srow, int lo, int hi, float shift) {
     sum += p;
   }
   return sum;
+}
+
+// One query row's online-softmax step over one key tile (FlashAttention-2): the row's scores become
+// exp(s - m_new) in [lo, hi] and 0 elsewhere (all 0 when the band is empty: m, l, orow untouched);
+// the running max m and sum l are updated and the output accumulator row (width floats) is rescaled
+// by exp(m_old - m_new). add_sum = false leaves the tile's sum out of l (the bf16 kernel adds the sum
+// of the rounded probabilities its product uses instead).
+MS_AI void online_softmax_row(float* srow, int lo, int hi, float& m, float& l, float* orow, int width,
+                              bool add_sum) {
+  if (hi < lo) {  // the whole row is masked in this tile
+    std::memset(srow, 0, sizeof(float) * kTile);
+    return;
+  }
+  const float mx = band_max(srow, lo, hi, m);
+  const float sum = band_exp(srow, lo, hi, mx);
+  const float corr = exp_approx(m - mx);  // 0 on the first visited tile (m = -inf)
+  l = add_sum ? l * corr + sum : l * corr;
+  m = mx;
+  if (corr != 1.0f) {
+#pragma omp simd
+    for (int d = 0; d < width; ++d) orow[d] *= corr;
+  }
+}
+
+// The end of a query row: o (HS floats) = orow / l, *lse = m + log(l).
+MS_AI void finish_row(float* o, const float* orow, int HS, float m, float l, float* lse) {
+  const float inv = 1.0f / l;
+#pragma omp simd
+  for (int d = 0; d < HS; ++d) o[d] = orow[d] * inv;
+  *lse = m + std::log(l);
+}
+
+// A row of the softmax gradient: dsrow (dP on entry) = prow * (dP - D) over a kTile row.
+MS_AI void softmax_grad_row(float* dsrow, const float* prow, float D) {
+#pragma omp simd
+  for (int jj = 0; jj < kTile; ++jj) dsrow[jj] = prow[jj] * (dsrow[jj] - D);
+}
+
+// task(b, h, scratch) for every (b, h) of B x NH on the OpenMP threads, one head per task (dynamic
+// schedule), each thread with its own scratch of scratch_n floats. A head is one thread's, start to
+// end, so results do not depend on the thread count.
+template <class F>
+void parallel_over_heads(int B, int NH, size_t scratch_n, F task) {
+  const int BH = B * NH;
+#pragma omp parallel
+  {
+    float* scratch = thread_scratch(scratch_n);
+#pragma omp for schedule(dynamic, 1)
+    for (int bh = 0; bh < BH; ++bh) task(bh / NH, bh % NH, scratch);
+  }
 }
 
 inline void check_shapes(int B, int T, int C, int NH, int window) {
