@@ -66,6 +66,13 @@ int run_ckpt_inspect(const std::string& dir) {
   fmt::print("  {} tensors, {} elements each of param / exp_avg / exp_avg_sq\n", m.tensors.size(), elems);
   const Config cfg = config_of(m, where);
   int bad = 0;
+  // The tensors against the model its own config describes, both ways (what a resume checks
+  // before copying anything).
+  const std::string shapes = tensor_difference(m, cfg.model);
+  if (!shapes.empty()) {
+    fmt::print("  FAILED: the tensors do not match the model of the checkpoint's config: {}\n", shapes);
+    bad++;
+  }
   CheckpointReader reader(storage, name, m, cfg.model);
   for (const ManifestFile& f : m.files) {
     std::string status = "ok";
@@ -78,7 +85,9 @@ int run_ckpt_inspect(const std::string& dir) {
     fmt::print("  {:<36} rank {:>4} (dp {} tp {} pp {}) {:>12} bytes xxh64 {} {:>4} entries  {}\n", f.name, f.rank, f.dp,
                f.tp, f.pp, f.bytes, f.xxh64, f.entries.size(), status);
   }
-  fmt::print("{}: {} of {} files verified\n", bad ? "FAILED" : "OK", m.files.size() - bad, m.files.size());
+  const size_t bad_files = static_cast<size_t>(bad) - (shapes.empty() ? 0 : 1);
+  fmt::print("{}: {} of {} files verified{}\n", bad ? "FAILED" : "OK", m.files.size() - bad_files, m.files.size(),
+             shapes.empty() ? "" : "; the tensors do not match the model");
   return bad ? 1 : 0;
 }
 

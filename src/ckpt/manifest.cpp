@@ -5,10 +5,12 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
-#include "base/check.h"  // MS_CHECK, MS_FAIL
+#include "base/check.h"          // MS_CHECK, MS_FAIL
+#include "model/param_layout.h"  // build_param_layout
 
 namespace ms {
 
@@ -297,6 +299,32 @@ std::string coverage_problem(const Manifest& m) {
   for (const auto& [k, p] : parts)
     if (!m.tensors.count(k.tensor)) return fmt::format("entries for unknown tensor '{}'", k.tensor);
   return {};
+}
+
+std::string tensor_difference(const Manifest& m, const ModelConfig& model) {
+  std::map<std::string, std::vector<int64_t>> want;
+  for (const ParamSpec& s : build_param_layout(model).specs) want[s.name] = {s.full_shape.begin(), s.full_shape.end()};
+  auto shape_text = [](const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  std::string out;
+  auto add = [&](const std::string& d) { out += (out.empty() ? "" : "; ") + d; };
+  for (const auto& [name, shape] : want) {
+    auto it = m.tensors.find(name);
+    if (it == m.tensors.end()) add(fmt::format("tensor '{}' {} of the model is not in the checkpoint", name, shape_text(shape)));
+    else if (it->second.shape != shape)
+      add(fmt::format("tensor '{}': checkpoint {}, model {}", name, shape_text(it->second.shape), shape_text(shape)));
+  }
+  for (const auto& [name, t] : m.tensors) {
+    if (want.count(name)) continue;
+    const std::vector<int64_t>& wte = want["transformer.wte.weight"];
+    if (name == kHeadCopyName) {
+      if (t.shape != wte)
+        add(fmt::format("tensor '{}' (the head's copy of the token embedding): checkpoint {}, model {}", name,
+                        shape_text(t.shape), shape_text(wte)));
+    } else {
+      add(fmt::format("tensor '{}' {} of the checkpoint is not part of the model", name, shape_text(t.shape)));
+    }
+  }
+  return out;
 }
 
 }  // namespace ms

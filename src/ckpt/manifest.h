@@ -78,5 +78,11 @@ std::vector<ManifestFile> parse_manifest_files(const std::string& text, const st
 std::string model_difference(const Manifest& m, const Config& cfg);
 // Every element of every (tensor, kind) covered exactly once by the entries; else the reason.
 std::string coverage_problem(const Manifest& m);
+// Empty if the manifest's tensors are exactly `model`'s, both ways: every tensor of the model is
+// listed with its whole shape, and nothing else is (but kHeadCopyName, with the token embedding's
+// shape); else every difference ("tensor 'x': checkpoint [65536], model [64]; ..."). With
+// coverage_problem() empty too, every entry fits inside the model's own tensor, so a restore may
+// copy the entries into model-sized buffers.
+std::string tensor_difference(const Manifest& m, const ModelConfig& model);
 
 }  // namespace ms

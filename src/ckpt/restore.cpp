@@ -48,6 +48,10 @@ Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& d
   Manifest m = parse_manifest(json, where + "/manifest.json");
   const std::string diff = model_difference(m, cfg);
   MS_CHECK(diff.empty(), "{}: saved for another model: {}", where, diff);
+  // The tensors' shapes against the model's layout, both ways, before any byte is copied: the
+  // restore copies every entry into buffers of the model's size.
+  const std::string shapes = tensor_difference(m, cfg.model);
+  MS_CHECK(shapes.empty(), "{}/manifest.json: the tensors do not match the model: {}", where, shapes);
   if (const int s = checkpoint_step_of(std::filesystem::path(dir).filename().string()); s >= 0)
     MS_CHECK(s == m.step, "{}: the manifest says step {}, the folder's name step {}", where, m.step, s);
   for (const ManifestFile& f : m.files) {
@@ -82,10 +86,14 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, Trainer& t
         const int saved = reader.saved_parts(name, kind);
         if (saved == (cut ? tp : 1)) {
           const std::vector<float> mine = reader.part(name, kind, cut ? who.tp : 0);
+          MS_CHECK(mine.size() == s.numel(), "checkpoint tensor '{}' ({}): {} elements, the model's part {}", name,
+                   state_kind_name(kind), mine.size(), s.numel());
           std::copy(mine.begin(), mine.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
           continue;
         }
         const std::vector<float> full = reader.whole(name, kind);
+        MS_CHECK(full.size() == s.full_numel(), "checkpoint tensor '{}' ({}): {} elements, the model's {}", name,
+                 state_kind_name(kind), full.size(), s.full_numel());
         if (cut) slice_param(s, tp, who.tp, full.data(), buf.data() + s.offset);
         else std::copy(full.begin(), full.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
       }

@@ -2,7 +2,8 @@
 //  - A manifest round-trips through JSON; parse_manifest names the field of every defect: a newer
 //    format version, a missing or mistyped field, an entry range that is empty, a tensor covered
 //    twice or not at all, an entry for a tensor not declared, a file listed twice.
-//  - model_difference lists the differing model fields.
+//  - model_difference lists the differing model fields; tensor_difference the tensors missing,
+//    extra or of another shape than the model's (both ways).
 //  - LocalStorage::write_file returns XXH64 of exactly the bytes on disk (computed independently
 //    over the file), with direct I/O and buffered (tmpfs), leaves no temporary behind, and a file written from safetensors_parts reads
 //    back through StMapped (and load_safetensors) with the same tensors.
@@ -16,6 +17,7 @@
 #include "base/safetensors.h"
 #include "ckpt/manifest.h"
 #include "ckpt/storage.h"
+#include "model/param_layout.h"
 #include "common/test_util.h"
 
 namespace ms {
@@ -101,7 +103,7 @@ TEST(CheckpointStorage, WriteFileDirectAndBufferedGiveTheSameBytes) {
   std::vector<uint8_t> data(8 * 1048576 + 12345);
   for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
   const std::string head = "header of 27 bytes, unaligned";
-  for (const std::string root : {testing::make_temp_dir("ckpt_direct"), std::string("/dev/shm/megascale-ckpt-test")}) {
+  for (const std::string& root : {testing::make_temp_dir("ckpt_direct"), std::string("/dev/shm/megascale-ckpt-test")}) {
     LocalStorage st(root);
     const uint64_t h = st.write_file("f.bin", {{head.data(), head.size()}, {data.data(), data.size()}});
     const std::string bytes = testing::slurp(root + "/f.bin");
@@ -134,6 +136,35 @@ TEST(CheckpointStorage, WriteFileChecksumAndSafetensorsViews) {
   EXPECT_EQ(f.at("y").i32()[1], 8);
   expect_error([&] { st.read_text("missing.json"); }, {"missing.json", "cannot open"});
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ms
+
+namespace ms {
+namespace {
+
+TEST(Manifest, TensorDifferenceBothWays) {
+  ModelConfig mc;
+  mc.n_layer = 1, mc.n_embd = 8, mc.n_head = 2, mc.vocab_size = 10, mc.pad_vocab_to = 16, mc.max_seq_len = 4;
+  Manifest m;
+  for (const ParamSpec& s : build_param_layout(mc).specs)
+    m.tensors[s.name] = {{s.full_shape.begin(), s.full_shape.end()}, "replicated"};
+  EXPECT_EQ(tensor_difference(m, mc), "");
+  m.tensors[kHeadCopyName] = m.tensors.at("transformer.wte.weight");
+  EXPECT_EQ(tensor_difference(m, mc), "") << "the pipeline's head copy of the embedding";
+  Manifest bad = m;
+  bad.tensors[kHeadCopyName].shape = {8, 8};
+  EXPECT_EQ(tensor_difference(bad, mc),
+            "tensor 'lm_head.weight' (the head's copy of the token embedding): checkpoint [8, 8], model [16, 8]");
+  bad = m;
+  bad.tensors.at("transformer.ln_f.bias").shape = {65536};
+  EXPECT_EQ(tensor_difference(bad, mc), "tensor 'transformer.ln_f.bias': checkpoint [65536], model [8]");
+  bad = m;
+  bad.tensors.erase("transformer.ln_f.weight");
+  bad.tensors["transformer.extra"] = {{3}, "replicated"};
+  EXPECT_EQ(tensor_difference(bad, mc), "tensor 'transformer.ln_f.weight' [8] of the model is not in the checkpoint; "
+                                        "tensor 'transformer.extra' [3] of the checkpoint is not part of the model");
 }
 
 }  // namespace
