@@ -12,6 +12,13 @@ namespace {
 double seconds(DriverClock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
+DriverClock::time_point LoopClock::tick(DriverClock::time_point real) {
+  if (last_real_ != DriverClock::time_point{} && real - last_real_ > max_gap_) skipped_ += real - last_real_ - max_gap_;
+  last_real_ = real;
+  now_ = std::max(now_, real - skipped_);
+  return now_;
+}
+
 void ProgressWatch::start(DriverClock::time_point now) {
   last_ = now;
   steps_this_attempt_ = 0;

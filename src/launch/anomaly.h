@@ -8,6 +8,10 @@
 //    completed a step (a job of one rank has no traffic and is not judged).
 //  - LossWatch: a non-finite loss, or a spike: z = (loss - mean) / std over the last `window`
 //    losses above `z_limit` (judged once `window` losses are known; std floored at 1e-3 x |mean|).
+//  - LoopClock: the time these detectors and the heartbeat ages are judged on. It stands still
+//    while the driver's loop does not run (the driver was SIGSTOPped, or a call blocked): a gap
+//    between two ticks longer than `max_gap` counts as `max_gap`, so a driver that could not read
+//    does not blame the hosts (or the job) for its own absence. Monotonic.
 #pragma once
 #include <chrono>
 #include <deque>
@@ -57,6 +61,22 @@ class TrafficWatch {
   double timeout_s_;
   bool judged_ = false;
   DriverClock::time_point last_traffic_{};
+};
+
+class LoopClock {
+ public:
+  explicit LoopClock(DriverClock::duration max_gap) : max_gap_(max_gap) {}
+  // Once per loop iteration with the real time; returns the loop's time now.
+  DriverClock::time_point tick(DriverClock::time_point real);
+  // The loop's time at the last tick.
+  DriverClock::time_point now() const { return now_; }
+  // The real time not counted so far.
+  DriverClock::duration skipped() const { return skipped_; }
+
+ private:
+  DriverClock::duration max_gap_;
+  DriverClock::duration skipped_{};
+  DriverClock::time_point last_real_{}, now_{};
 };
 
 class LossWatch {

@@ -30,7 +30,10 @@
 #include "launch/host_launcher.h"
 #include "launch/job_store.h"
 #include "launch/job_summary.h"
+#include "launch/output_queue.h"
 #include "launch/process.h"
+#include "launch/recovery_policy.h"
+#include "launch/run_folder.h"
 #include "launch/selfcheck_plan.h"
 #include "launch/signal_forwarding.h"
 #include "report/diagnose.h"   // diagnose_run
@@ -43,8 +46,13 @@ using nlohmann::json;
 
 namespace {
 
+// The driver's stderr (its own messages, kept; the executors' stderr, dropped when nobody reads).
+std::shared_ptr<OutputQueue> err_queue() {
+  static const auto q = std::make_shared<OutputQueue>(2, 1 << 20, "megascale launch: ");
+  return q;
+}
 spdlog::logger& dlog() {
-  static const std::shared_ptr<spdlog::logger> logger = make_named_logger("megascale launch");
+  static const std::shared_ptr<spdlog::logger> logger = make_queue_logger("megascale launch", err_queue());
   return *logger;
 }
 
@@ -53,8 +61,8 @@ double secs(Clock::duration d) { return std::chrono::duration<double>(d).count()
 struct Host {
   HostSpec spec;
   pid_t pid = -1;          // the executor (leader of its process group)
-  int to_fd = -1, from_fd = -1;
-  LineReader reader;
+  int to_fd = -1, from_fd = -1, err_fd = -1;  // its stdin, stdout (reports) and stderr
+  LineReader reader, err_reader;
   bool up = false;         // said hello
   bool alive = false;      // executor running and its channel open
   bool excluded = false;
@@ -76,7 +84,8 @@ struct Fault : FaultRecord {
 class Driver {
  public:
   explicit Driver(const DriverOptions& opt) : opt_(opt), progress_(opt.stall), traffic_(opt.traffic_timeout_s),
-                                              loss_(opt.loss_window, opt.loss_z) {
+                                              loss_(opt.loss_window, opt.loss_z),
+                                              retry_(opt.same_failure_limit, opt.max_restarts) {
     MS_CHECK(opt.nproc_per_host >= 1 && opt.nproc_per_host <= 1024, "--nproc-per-host must be in 1..1024");
     MS_CHECK(!opt.command.empty(), "no command to launch");
     MS_CHECK(opt.loss_spike_action == "warn" || opt.loss_spike_action == "restart",
@@ -121,6 +130,7 @@ class Driver {
   }
 
   DriverResult run() {
+    now_ = clock_.tick(Clock::now());
     start_ = Clock::now();
     events_->log("job_start", {{"hosts", opt_.hosts}, {"nproc_per_host", opt_.nproc_per_host},
                                {"spare_hosts", opt_.spare_hosts}, {"command", opt_.command},
@@ -130,6 +140,8 @@ class Driver {
     if (result_.reason.empty()) start_attempt();
     while (phase_ != Phase::kDone) step_loop();
     finish();
+    out_->flush(std::chrono::hours(24));  // the end: now the output waits for its reader, as any program's does
+    err_queue()->flush(std::chrono::hours(24));
     return result_;
   }
 
@@ -144,21 +156,20 @@ class Driver {
     for (const auto& p : opt_.error_patterns) argv.insert(argv.end(), {"--error-pattern", p});
     for (const auto& p : opt_.warning_patterns) argv.insert(argv.end(), {"--warning-pattern", p});
     argv = launcher_->wrap(h.spec, argv);
-    int in[2], out[2];
-    MS_SYSCHECK(::pipe2(in, O_CLOEXEC) == 0, "pipe2");
-    MS_SYSCHECK(::pipe2(out, O_CLOEXEC) == 0, "pipe2");
+    int in[2], out[2], err[2];
+    MS_SYSCHECK(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "pipe2");
     try {
-      h.pid = spawn(argv, current_environment(), SpawnOptions{in[0], out[1], -1, true, true});
+      h.pid = spawn(argv, current_environment(), SpawnOptions{in[0], out[1], err[1], true, true});
       janitor_.watch_group(h.pid);
     } catch (...) {
-      for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
       throw;
     }
-    ::close(in[0]), ::close(out[1]);
-    h.to_fd = in[1], h.from_fd = out[0];
-    MS_SYSCHECK(::fcntl(h.from_fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+    ::close(in[0]), ::close(out[1]), ::close(err[1]);
+    h.to_fd = in[1], h.from_fd = out[0], h.err_fd = err[0];
+    MS_SYSCHECK(::fcntl(h.from_fd, F_SETFL, O_NONBLOCK) == 0 && ::fcntl(h.err_fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
     h.alive = true;
-    h.last_beat = Clock::now();
+    h.last_beat = now_;
   }
 
   // Ends an executor: `exit` on its channel, then SIGKILL to its group if it lingers (or at once).
@@ -184,6 +195,11 @@ class Driver {
     ::kill(-h.pid, SIGKILL);  // anything left in its group
     h.pid = -1;
     if (h.from_fd >= 0) ::close(h.from_fd), h.from_fd = -1;
+    if (h.err_fd >= 0) {  // its last words
+      h.err_reader.read_from(h.err_fd);
+      for (std::string line; h.err_reader.next(line);) err_queue()->push_line(line);
+      ::close(h.err_fd), h.err_fd = -1;
+    }
     h.alive = false;
   }
 
@@ -212,22 +228,32 @@ class Driver {
 
   // ---- the loop -------------------------------------------------------------------------------
 
-  // Waits up to `wait` for reports and handles them.
+  // Waits up to `wait` for reports and handles them. The loop's clock ticks here: ages are judged
+  // on it (anomaly.h LoopClock), so time the driver spent stopped or blocked blames no one.
   void pump(std::chrono::milliseconds wait) {
     std::vector<pollfd> pfds{{signals_.fd(), POLLIN, 0}};
     std::vector<Host*> owners;
     for (Host& h : hosts_)
-      if (h.from_fd >= 0) {
-        pfds.push_back({h.from_fd, POLLIN, 0});
-        owners.push_back(&h);
-      }
+      for (int fd : {h.from_fd, h.err_fd})
+        if (fd >= 0) {
+          pfds.push_back({fd, POLLIN, 0});
+          owners.push_back(&h);
+        }
     const int rc = ::poll(pfds.data(), pfds.size(), (int)wait.count());
     MS_SYSCHECK(rc >= 0 || errno == EINTR, "poll");
+    now_ = clock_.tick(Clock::now());
     for (int sig : signals_.drain()) signals_seen_.push_back(sig), on_signal(sig);
     if (rc <= 0) return;
     for (size_t i = 1; i < pfds.size(); i++) {
       if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Host& h = *owners[i - 1];
+      if (pfds[i].fd == h.err_fd) {  // the executor's stderr (its ranks' stderr lines): dropped when not read
+        const bool open = h.err_reader.read_from(h.err_fd);
+        for (std::string line; h.err_reader.next(line);) err_queue()->push_line(line);
+        if (!open) ::close(h.err_fd), h.err_fd = -1;
+        continue;
+      }
+      if (pfds[i].fd != h.from_fd) continue;
       const bool open = h.reader.read_from(h.from_fd);
       std::string line;
       while (h.reader.next(line)) {
@@ -251,8 +277,12 @@ class Driver {
 
   void step_loop() {
     pump(std::chrono::milliseconds(100));
-    const auto now = Clock::now();
+    const auto now = now_;
     if (dash_ && now - published_ > std::chrono::milliseconds(500)) publish_state(now);
+    if (now - store_checked_ > std::chrono::seconds(1) && phase_ != Phase::kDone) {
+      store_checked_ = now;
+      store_ok(false);
+    }
     switch (phase_) {
       case Phase::kRunning: watch_running(now); break;
       case Phase::kStopping:
@@ -268,7 +298,7 @@ class Driver {
       events_->log("stop_requested", {{"signal", sig}});
       stop_signal_ = sig;
       stop_ranks("TERM", opt_.signal_grace);
-      stop_started_ = Clock::now();
+      stop_started_ = now_;
       phase_ = Phase::kDraining;
     } else if (phase_ == Phase::kDraining) {
       dlog().warn("second signal; killing the ranks");
@@ -283,17 +313,15 @@ class Driver {
     const std::string type = j.value("type", "");
     if (type == "hello") {
       h.up = true;
-      h.last_beat = Clock::now();
+      h.last_beat = now_;
       events_->log("executor_up", {{"host", h.spec.index}, {"name", h.spec.name}, {"pid", j.value("pid", 0)},
                                    {"hostname", j.value("hostname", "")}, {"cores", j.value("cores", 0)}});
     } else if (type == "beat") {
-      h.last_beat = Clock::now();
+      h.last_beat = now_;
       h.last = j.get<HostBeat>();
       on_beat(h);
     } else if (type == "line") {
-      const std::string text = j.value("text", "");
-      fmt::print("[rank {}] {}\n", j.value("rank", -1), text);
-      std::fflush(stdout);
+      out_->push_line(fmt::format("[rank {}] {}", j.value("rank", -1), j.value("text", "")));
     } else if (type == "selfcheck") {
       h.check = j.get<SelfCheckReport>();
     }
@@ -304,14 +332,15 @@ class Driver {
     if (!b.error.empty()) dlog().warn("host {}: {}", h.spec.index, b.error);
     if (!b.out_dir.empty() && out_dir_ != b.out_dir) {
       out_dir_ = b.out_dir;
-      if (dash_) write_run_json();
+      if (dash_)
+        if (const std::string e = write_run_json(folders_->path(), out_dir_, world_); !e.empty()) dlog().warn("{}", e);
     }
     for (const LogLineBeat& l : b.lines) {
       if (l.level == "fault") events_->log("fault_injected", {{"rank", l.rank}, {"host", h.spec.index}, {"text", l.text}});
       if (l.level == "error") last_error_[l.rank] = l.text;
     }
     if (b.attempt != attempt_ || !h.active) return;  // a late beat of an earlier attempt
-    const auto now = Clock::now();
+    const auto now = now_;
     for (const RankBeat& r : b.ranks) {
       if (dash_ && r.pid > 0 && !rank_pid_seen_.count(r.pid)) {
         rank_pid_seen_.insert(r.pid);
@@ -357,24 +386,25 @@ class Driver {
 
   void start_attempt() {
     // The hosts: the first healthy ones, spares filling in for excluded hosts; without enough, shrink.
-    std::vector<Host*> healthy;
+    std::vector<int> healthy;
     for (Host& h : hosts_)
-      if (!h.excluded && h.alive && h.up) healthy.push_back(&h);
+      if (!h.excluded && h.alive && h.up) healthy.push_back(h.spec.index);
     if (healthy.empty()) return end_job(1, "no healthy host left");
-    const int use = std::min<int>(wanted_hosts_, (int)healthy.size());
-    if (use < wanted_hosts_ && !shrink_logged_) {
+    if (!store_ok(true)) return;
+    const AttemptPlan plan = plan_attempt(healthy, wanted_hosts_);
+    const int use = (int)plan.hosts.size();
+    if (plan.shrunk && !shrink_logged_) {
       shrink_logged_ = true;
       events_->log("shrink", {{"hosts", use}, {"wanted", wanted_hosts_}, {"world", use * opt_.nproc_per_host}});
       dlog().warn("only {} healthy host(s) of {} needed: data parallelism shrinks to world {}", use, wanted_hosts_,
                   use * opt_.nproc_per_host);
     }
     world_ = use * opt_.nproc_per_host;
-    std::vector<int> used;
+    const std::vector<int>& used = plan.hosts;
     for (Host& h : hosts_) h.active = false, h.ranks.clear();
     for (int i = 0; i < use; i++) {
-      Host& h = *healthy[(size_t)i];
+      Host& h = hosts_[(size_t)used[(size_t)i]];
       h.active = true;
-      used.push_back(h.spec.index);
       for (int l = 0; l < opt_.nproc_per_host; l++) h.ranks.push_back(i * opt_.nproc_per_host + l);
     }
     first_failure_ = {};
@@ -382,7 +412,7 @@ class Driver {
     loss_.reset();
     resumed_logged_ = false;
     job_step_ = 0;
-    const auto now = Clock::now();
+    const auto now = now_;
     progress_.start(now);
     traffic_.start(now);
     events_->log("attempt_start", {{"attempt", attempt_}, {"hosts", used}, {"world", world_}});
@@ -407,45 +437,34 @@ class Driver {
     // Ranks' exits: any failure is a fault (its root cause chosen once the failures of the next
     // moments are in: a killed rank's peers fail right after it); all done is the end.
     int ok = 0, ended = 0;
-    const RankBeat* worst = nullptr;
-    int worst_host = -1, worst_rank_order = 4;
+    std::vector<FailedRank> failed;
+    std::vector<std::pair<int, double>> ages;
     for (Host& h : hosts_) {
       if (!h.active) continue;
+      ages.emplace_back(h.spec.index, secs(now - h.last_beat));
       if (h.last.attempt != attempt_) continue;
       for (const RankBeat& r : h.last.ranks) {
         if (r.state != "exited" && r.state != "killed") continue;
         ended++;
-        if (r.state == "exited" && r.exit_code == 0) {
-          ok++;
-          continue;
-        }
-        // Root-cause order: killed by a signal, an error exit, a communication failure (exit 86: a
-        // consequence of a peer's death, obs/watchdog.h).
-        const int order = r.state == "killed" ? 0 : r.exit_code != 86 ? 1 : 2;
-        if (order < worst_rank_order) worst = &r, worst_host = h.spec.index, worst_rank_order = order;
+        if (r.state == "exited" && r.exit_code == 0) ok++;
+        else failed.push_back({h.spec.index, r});
       }
     }
-    for (Host& h : hosts_)
-      if (h.active && now - h.last_beat > std::chrono::duration<double>(opt_.heartbeat_timeout_s))
-        return begin_recovery({"heartbeat", fmt::format("no heartbeat from host {} ({}) for {:.1f} s", h.spec.index,
-                                                        h.spec.name, secs(now - h.last_beat)), -1, h.spec.index});
-    if (worst) {
+    if (const Blame b = blame_heartbeats(ages, opt_.heartbeat_timeout_s); b.cause == "shared")
+      return begin_recovery({"heartbeat", b.note, -1, -1});
+    else if (!b.exclude.empty())
+      return begin_recovery({"heartbeat", fmt::format("{} from host {} ({})", b.exclude[0].second, b.exclude[0].first,
+                                                      hosts_[(size_t)b.exclude[0].first].spec.name), -1, b.exclude[0].first});
+    if (const auto worst = root_cause(failed)) {
       if (first_failure_ == Clock::time_point{}) first_failure_ = now;
       if (now - first_failure_ < std::chrono::milliseconds(500) && ended < world_) return;
-      const RankBeat& r = *worst;
-      std::string why = r.state == "killed"
-                            ? fmt::format("rank {} killed by signal {} ({})", r.rank, r.signal, signal_description(r.signal))
-                            : fmt::format("rank {} exited with code {}", r.rank, r.exit_code);
-      std::string kind = "crash";
-      if (auto e = last_error_.find(r.rank); e != last_error_.end()) {
-        why += ": " + e->second;
-        if (e->second.find("non-finite") != std::string::npos || e->second.find("not finite") != std::string::npos)
-          kind = "nan";
-      }
+      auto e = last_error_.find(worst->rank.rank);
+      const FaultRecord f = describe_rank_failure(*worst, e == last_error_.end() ? "" : e->second);
       // Bad input (config, data, checkpoint) stops every rank with an error before the first step:
       // not retried (reliability.md B2, B3).
-      const bool startup_error = attempt_ == 0 && job_step_ == 0 && ended == world_ && worst_rank_order == 1;
-      begin_recovery({kind, why, r.rank, worst_host});
+      const bool startup_error = attempt_ == 0 && job_step_ == 0 && ended == world_ && worst->rank.state == "exited" &&
+                                 worst->rank.exit_code != 86;
+      begin_recovery(f);
       if (startup_error) startup_error_ = true;
       return;
     }
@@ -471,13 +490,13 @@ class Driver {
     dlog().error("fault: {} (step {}); stopping every rank", f.reason, f.step);
     faults_.push_back(f);
     last_fault_ = f;
-    if (f.kind == "heartbeat" || f.kind == "executor") {
+    if ((f.kind == "heartbeat" || f.kind == "executor") && f.host >= 0) {
       Host& h = hosts_[(size_t)f.host];
       end_executor(h, true);
       exclude(h, f.reason);
     }
     stop_ranks("USR1", opt_.stop_grace);
-    stop_started_ = Clock::now();
+    stop_started_ = now_;
     phase_ = Phase::kStopping;
   }
 
@@ -518,36 +537,35 @@ class Driver {
     last_fault_ = faults_.back();
     events_->log("ranks_stopped", {{"seconds", secs(now - stop_started_)}, {"all", !late}, {"step", job_step_}});
     if (last_fault_ && (last_fault_->kind == "hang" || last_fault_->kind == "traffic")) localize_hang();
-    // Repeats and limits before spending time on checks.
-    // The same failure again: the job got no further than the last failure's step (steps are
-    // known from the records, a little behind the ranks, which errs towards "the same").
-    const Fault& f = faults_.back();
-    same_count_ = faults_.size() >= 2 && f.step <= faults_[faults_.size() - 2].step ? same_count_ + 1 : 1;
-    if (startup_error_)
-      return end_job(1, fmt::format("every rank stopped with an error before the first step ({}); an error at start-up "
-                                    "(config, data, checkpoint) is not retried", f.reason));
-    if (same_count_ >= opt_.same_failure_limit)
-      return end_job(1, fmt::format("{} failures in a row without getting past step {} (last: {}); not restarting "
-                                    "(--same-failure-limit {})", same_count_, f.step, f.reason, opt_.same_failure_limit));
-    if (result_.restarts >= opt_.max_restarts)
-      return end_job(1, fmt::format("{} restarts (--max-restarts); last fault: {}", result_.restarts, f.reason));
+    // Repeats and limits before spending time on checks (recovery_policy.h RetryPolicy).
+    if (auto why = retry_.after_fault(faults_.back(), result_.restarts, startup_error_)) return end_job(1, *why);
     if (opt_.selfcheck) return start_selfchecks();
     restart();
   }
 
-  // After a hang: the ranks dumped where they wait (SIGUSR1); diagnose names the culprits.
+  // After a hang: the ranks dumped where they wait (SIGUSR1); diagnose names the culprits, and the
+  // policy blames their hosts, storage (a culprit in a checkpoint segment) or a shared cause.
   void localize_hang() {
     if (out_dir_.empty() || !fs::exists(fs::path(out_dir_) / "hang")) return;
     try {
       const Diagnosis d = diagnose_run(out_dir_);
       json culprits = json::array();
+      std::vector<HangCulprit> hc;
+      std::vector<int> active;
+      for (const Host& h : hosts_)
+        if (h.active) active.push_back(h.spec.index);
       for (const Culprit& c : d.culprits) {
-        culprits.push_back({{"rank", c.rank}, {"why", c.why}});
-        for (Host& h : hosts_)
-          if (h.active && std::find(h.ranks.begin(), h.ranks.end(), c.rank) != h.ranks.end() && !h.excluded)
-            exclude(h, fmt::format("hang localization named rank {}: {}", c.rank, c.why));
+        HangCulprit x{c.rank, -1, c.why, dump_segment(out_dir_, c.rank)};
+        for (const Host& h : hosts_)
+          if (h.active && std::find(h.ranks.begin(), h.ranks.end(), c.rank) != h.ranks.end()) x.host = h.spec.index;
+        culprits.push_back({{"rank", c.rank}, {"host", x.host}, {"why", c.why}, {"segment", x.segment}});
+        hc.push_back(x);
       }
-      events_->log("hang_diagnosis", {{"culprits", culprits}, {"notes", d.notes}});
+      const Blame b = blame_hang(hc, active);
+      for (const auto& [host, why] : b.exclude) exclude(hosts_[(size_t)host], why);
+      if (b.cause == "storage" || b.cause == "shared") faults_.back().kind = b.cause, last_fault_ = faults_.back();
+      if (!b.note.empty()) dlog().warn("{}", b.note);
+      events_->log("hang_diagnosis", {{"culprits", culprits}, {"notes", d.notes}, {"cause", b.cause}, {"note", b.note}});
     } catch (const std::exception& e) {
       events_->log("hang_diagnosis", {{"error", e.what()}});
     }
@@ -563,29 +581,10 @@ class Driver {
     if (h.alive && phase_ != Phase::kRunning) end_executor(h, false);
   }
 
-  // The hang dumps of the attempt that ended move to <out_dir>/attempts/<k>/hang/ (when the run
-  // folder is visible here), so the next attempt's diagnosis reads only its own; the executors do
-  // the same for their ranks' files on hosts that run again.
-  void archive_hang_dumps() {
-    if (out_dir_.empty()) return;
-    const fs::path hang = fs::path(out_dir_) / "hang";
-    std::error_code ec;
-    if (!fs::is_directory(hang, ec)) return;
-    const fs::path to = fs::path(out_dir_) / "attempts" / std::to_string(attempt_) / "hang";
-    fs::create_directories(to, ec);
-    for (const auto& e : fs::directory_iterator(hang, ec)) fs::rename(e.path(), to / e.path().filename(), ec);
-  }
-
   // ---- self-checks ----------------------------------------------------------------------------
 
-  std::vector<std::string> selfcheck_argv(bool gemm) const {
-    std::vector<std::string> a = {opt_.self_exe, "selfcheck", "--collective",
-                                  "--timeout", fmt::format("{}", std::max(5.0, opt_.selfcheck_timeout_s / 2))};
-    if (gemm) a.push_back("--gemm");
-    return a;
-  }
-
   void start_selfchecks() {
+    if (!store_ok(true)) return;  // the checks rendezvous through the store too
     check_hosts_.clear();
     for (Host& h : hosts_)
       if (!h.excluded && h.alive && h.up) check_hosts_.push_back(h.spec.index);
@@ -594,7 +593,7 @@ class Driver {
     pair_rounds_ = neighbour_rounds(check_hosts_);
     check_round_ = -1;
     phase_ = Phase::kSelfCheck;
-    check_started_ = Clock::now();
+    check_started_ = now_;
     next_check_round();
   }
 
@@ -603,45 +602,26 @@ class Driver {
     check_round_++;
     for (Host& h : hosts_) h.check.reset();
     round_hosts_.clear();
-    const int id = ++check_id_;
-    const int n = opt_.nproc_per_host;
-    auto env_for = [&](const std::string& run, int rank, int world) {
-      std::map<std::string, std::string> e = store_->env(run);
-      e["RANK"] = std::to_string(rank);
-      e["WORLD_SIZE"] = std::to_string(world);
-      e["LOCAL_RANK"] = std::to_string(rank);
-      e["MEGASCALE_BACKEND"] = world > 1 ? opt_.backend : "self";
-      e["OMP_NUM_THREADS"] = "1";
-      return e;
-    };
+    const int id = ++check_id_, n = opt_.nproc_per_host;
+    const SelfCheckSetup setup{opt_.self_exe, opt_.backend, opt_.selfcheck_timeout_s};
     if (check_round_ == 0) {
       for (int i : check_hosts_) {
-        SelfCheckCommand c;
-        c.id = id;
-        c.timeout_ms = (int)(opt_.selfcheck_timeout_s * 1000);
-        const std::string run = fmt::format("selfcheck-{}-{}-host{}", tag_, id, i);
-        for (int r = 0; r < n; r++) c.procs.push_back({selfcheck_argv(r == 0), env_for(run, r, n)});
-        send(hosts_[(size_t)i], c);
+        const auto env = store_->env(fmt::format("selfcheck-{}-{}-host{}", tag_, id, i));
+        send(hosts_[(size_t)i], selfcheck_command(setup, id, env, 0, n, n, true));
         round_hosts_.push_back(i);
       }
     } else {
       const size_t k = (size_t)check_round_ - 1;
       if (k >= pair_rounds_.size()) return judge_checks();
       for (const auto& [a, b] : pair_rounds_[k]) {
-        const std::string run = fmt::format("selfcheck-{}-{}-pair{}-{}", tag_, id, a, b);
-        int r = 0;
-        for (int hi : {a, b}) {
-          SelfCheckCommand c;
-          c.id = id;
-          c.timeout_ms = (int)(opt_.selfcheck_timeout_s * 1000);
-          auto argv = selfcheck_argv(false);
-          c.procs.push_back({argv, env_for(run, r++, 2)});
-          send(hosts_[(size_t)hi], c);
-          round_hosts_.push_back(hi);
+        const auto env = store_->env(fmt::format("selfcheck-{}-{}-pair{}-{}", tag_, id, a, b));
+        for (int r = 0; r < 2; r++) {
+          send(hosts_[(size_t)(r == 0 ? a : b)], selfcheck_command(setup, id, env, r, 1, 2, false));
+          round_hosts_.push_back(r == 0 ? a : b);
         }
       }
     }
-    round_started_ = Clock::now();
+    round_started_ = now_;
   }
 
   void watch_selfcheck(Clock::time_point now) {
@@ -684,16 +664,18 @@ class Driver {
   void judge_checks() {
     std::vector<HostCheck> all;
     for (int i : check_hosts_) all.push_back(checks_[i]);
-    for (const HostVerdict& v : judge_selfchecks(all, opt_.selfcheck_gemm_margin)) {
-      events_->log("selfcheck_verdict", {{"host", v.host}, {"ok", v.ok}, {"why", v.why}});
-      if (!v.ok) exclude(hosts_[(size_t)v.host], "self-check: " + v.why);
-    }
-    events_->log("selfcheck_done", {{"seconds", secs(Clock::now() - check_started_)}});
+    const std::vector<HostVerdict> verdicts = judge_selfchecks(all, opt_.selfcheck_gemm_margin);
+    for (const HostVerdict& v : verdicts)
+      events_->log("selfcheck_verdict", {{"host", v.host}, {"ok", v.ok}, {"why", v.why}, {"kind", v.kind}});
+    const Blame b = blame_selfchecks(verdicts);
+    for (const auto& [host, why] : b.exclude) exclude(hosts_[(size_t)host], why);
+    if (!b.note.empty()) dlog().warn("{}", b.note);
+    events_->log("selfcheck_done", {{"seconds", secs(now_ - check_started_)}, {"cause", b.cause}, {"note", b.note}});
     restart();
   }
 
   void restart() {
-    archive_hang_dumps();
+    archive_hang_dumps(out_dir_, attempt_);
     result_.restarts++;
     attempt_++;
     events_->log("restart", {{"attempt", attempt_}, {"after", faults_.back().reason}});
@@ -718,6 +700,23 @@ class Driver {
 
   // ---- the end --------------------------------------------------------------------------------
 
+  // The rendezvous store works (a dead redis-server of ours is started again: logged); else the job
+  // ends with "rendezvous store unreachable: ..." and false.
+  bool store_ok(bool ping) {
+    try {
+      const std::string what = store_->heal(ping);
+      if (!what.empty()) {
+        events_->log("store_restarted", {{"reason", what}});
+        dlog().warn("rendezvous store: {}", what);
+      }
+      return true;
+    } catch (const std::exception& e) {
+      if (phase_ != Phase::kDone) stop_ranks("KILL", std::chrono::milliseconds(0));
+      end_job(1, e.what());
+      return false;
+    }
+  }
+
   void end_job(int code, const std::string& reason) {
     result_.exit_code = code;
     result_.reason = reason;
@@ -726,15 +725,6 @@ class Driver {
       events_->log("job_end", {{"ok", false}, {"reason", reason}, {"step", job_step_}});
     }
     phase_ = Phase::kDone;
-  }
-
-  void write_run_json() {
-    const json j = {{"out_dir", out_dir_}, {"records_dir", (fs::path(out_dir_) / "records").string()}, {"world", world_}};
-    try {
-      write_text_atomic((fs::path(folders_->path()) / "run.json").string(), j.dump(2) + "\n");
-    } catch (const std::exception& e) {
-      dlog().warn("{}", e.what());
-    }
   }
 
   void finish() {
@@ -770,18 +760,23 @@ class Driver {
   std::string tag_, log_dir_, out_dir_;
   SignalPipe signals_;
   std::vector<int> signals_seen_;
+  // Rank stdout lines, dropped when nobody reads (the loop never blocks on its output).
+  std::unique_ptr<OutputQueue> out_ = std::make_unique<OutputQueue>(1, 1 << 20, "megascale launch: ");
+  LoopClock clock_{std::chrono::seconds(1)};
+  Clock::time_point now_{}, store_checked_{};  // the loop's time (clock_) at its last wake-up
   std::unique_ptr<PrivateDir> folders_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<Dashboard> dash_;
   Phase phase_ = Phase::kRunning;
   Clock::time_point start_{}, stop_started_{}, check_started_{}, round_started_{}, published_{};
-  int attempt_ = 0, world_ = 0, job_step_ = 0, stop_signal_ = 0, same_count_ = 0, steps_repeated_ = 0;
+  int attempt_ = 0, world_ = 0, job_step_ = 0, stop_signal_ = 0, steps_repeated_ = 0;
   bool resumed_logged_ = false, shrink_logged_ = false, startup_error_ = false;
   Clock::time_point first_failure_{};  // the attempt's first failed rank seen
   ProgressWatch progress_;
   TrafficWatch traffic_;
   LossWatch loss_;
+  RetryPolicy retry_;
   std::set<int> ranks_ended_;  // reported ended to the dashboard (its rank numbers: the current world)
   std::set<int64_t> rank_pid_seen_;
   std::set<int> loss_seen_;

@@ -27,6 +27,7 @@
 #include "launch/heartbeat.h"
 #include "launch/janitor.h"
 #include "launch/launcher.h"     // usable_cores, omp_threads_per_rank
+#include "launch/output_queue.h"
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/signal_forwarding.h"
@@ -99,6 +100,8 @@ class Executor {
     MS_SYSCHECK(devnull_ >= 0, "open /dev/null");
     devnull_w_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     MS_SYSCHECK(devnull_w_ >= 0, "open /dev/null");
+    chan_ = std::make_unique<OutputQueue>(1, 4 << 20);
+    err_ = std::make_unique<OutputQueue>(2, 1 << 20, fmt::format("megascale executor {}: ", opt.host));
     beat_.host = opt.host;
     beat_.hostname = hostname();
     beat_.pid = ::getpid();
@@ -169,9 +172,10 @@ class Executor {
   }
 
  private:
-  void send(const json& msg) {
-    send_message(1, msg);  // a driver that is gone: stdin ends too, and the loop exits on that
-  }
+  // Reports go through a queue written by a thread of its own (output_queue.h): the loop never
+  // blocks on a driver that does not read. Beats and reports are kept; rank lines dropped when full.
+  // A driver that is gone: stdin ends too, and the loop exits on that.
+  void send(const json& msg) { chan_->push_kept(encode_message(msg)); }
 
   // One command line; false: exit.
   bool handle(const std::string& line) {
@@ -224,9 +228,13 @@ class Executor {
       const bool forward_out = !cmd.quiet || r->rank == 0;
       r->out.on_line = [this, raw, forward_out](std::string_view l) {
         match(raw->rank, l);
-        if (forward_out) send({{"type", "line"}, {"rank", raw->rank}, {"text", l}});
+        if (forward_out) chan_->push_line(encode_message({{"type", "line"}, {"rank", raw->rank}, {"text", l}}));
       };
-      r->err.on_line = [this, raw](std::string_view l) { match(raw->rank, l); };
+      r->err.keep = false;  // stderr lines go through err_ (dropped when the driver does not read)
+      r->err.on_line = [this, raw](std::string_view l) {
+        match(raw->rank, l);
+        err_->push_line(fmt::format("[rank {}] {}", raw->rank, l));
+      };
       std::vector<std::string> renv = env;
       set_env(renv, "RANK", std::to_string(r->rank));
       set_env(renv, "LOCAL_RANK", std::to_string(i));
@@ -382,6 +390,12 @@ class Executor {
 
   void beat() {
     read_records();
+    // The last beat is still queued (the driver does not read now): this one waits, and its news
+    // (steps, lines, bytes) go with the next beat that is sent; the oldest steps beyond 10000 go.
+    if (chan_->kept_pending()) {
+      if (beat_.steps.size() > 10000) beat_.steps.erase(beat_.steps.begin(), beat_.steps.end() - 10000);
+      return;
+    }
     beat_.seq++;
     beat_.ranks.clear();
     if (attempt_)
@@ -505,6 +519,7 @@ class Executor {
   fs::path dir_;
   int devnull_ = -1, devnull_w_ = -1;
   HostBeat beat_;
+  std::unique_ptr<OutputQueue> chan_, err_;  // stdout (the control channel) and stderr
   Clock::time_point next_beat_{};
   std::unique_ptr<Attempt> attempt_;
   std::unique_ptr<SelfCheckRun> check_;

@@ -121,8 +121,10 @@ json parse_message(std::string_view line, std::string_view who) {
   return j;
 }
 
+std::string encode_message(const json& msg) { return msg.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 bool send_message(int fd, const json& msg) {
-  const std::string s = msg.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string s = encode_message(msg) + "\n";
   const char* p = s.data();
   size_t n = s.size();
   while (n > 0) {

@@ -138,6 +138,8 @@ class LineReader {
 
 // Parses one channel line into a JSON object; an ms::Error names `who` and quotes the line.
 nlohmann::json parse_message(std::string_view line, std::string_view who);
+// One message as its channel line (without the '\n'; invalid UTF-8 replaced).
+std::string encode_message(const nlohmann::json& msg);
 // Writes one message (a JSON object and '\n') to fd in full. Returns false when the reader is gone
 // (EPIPE); throws ms::Error on other errors.
 bool send_message(int fd, const nlohmann::json& msg);

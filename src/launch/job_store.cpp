@@ -8,7 +8,10 @@
 #include <cstring>  // strerror
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "base/check.h"
+#include "base/redis_ping.h"  // redis_ping
 #include "launch/janitor.h"
 
 namespace ms::launch {
@@ -89,6 +92,40 @@ void JobStore::cleanup() noexcept {
     }
     dir_.clear();
   }
+}
+
+std::string JobStore::heal(bool ping) {
+  using std::chrono::milliseconds;
+  if (kind_ == "file") {
+    std::error_code ec;
+    if (fs::is_directory(dir_, ec)) return "";
+    MS_CHECK(::mkdir(dir_.c_str(), 0700) == 0 && ::chmod(dir_.c_str(), 0700) == 0,
+             "rendezvous store unreachable: its folder {} went and cannot be made again: {}", dir_.string(),
+             std::strerror(errno));
+    return fmt::format("the file store's folder {} went; made again", dir_.string());
+  }
+  if (kind_ == "redis") {
+    std::optional<std::string> why = redis_ ? redis_->exited() : std::string("redis-server is not running");
+    if (!why && ping) why = redis_->ping_error(milliseconds(2000));
+    if (!why) return "";
+    redis_.reset();
+    try {
+      redis_.emplace(dir_, &janitor_);
+    } catch (const std::exception& e) {
+      MS_FAIL("rendezvous store unreachable: {}; starting a new redis-server failed: {}", *why, e.what());
+    }
+    url_ = redis_->url();
+    password_ = redis_->password();
+    return fmt::format("{}; a new redis-server serves the store at {}", *why, url_);
+  }
+  if (!ping) return "";
+  const std::string hp = url_.substr(std::string("redis://").size());
+  const size_t colon = hp.rfind(':');
+  const std::string host = colon == std::string::npos ? hp : hp.substr(0, colon);
+  const int port = colon == std::string::npos ? 6379 : std::atoi(hp.c_str() + colon + 1);
+  const RedisPing p = redis_ping(host, port, password_, milliseconds(2000));
+  MS_CHECK(p.ok(), "rendezvous store unreachable: {} does not answer {}: {}", url_, p.command, p.reason);
+  return "";
 }
 
 std::map<std::string, std::string> JobStore::env(const std::string& run_id) const {

@@ -57,6 +57,15 @@ class JobStore {
   const std::string& password() const { return password_; }
   // The rendezvous variables of a run (run_id: the key prefix).
   std::map<std::string, std::string> env(const std::string& run_id) const;
+  // Checks that the store still works and brings back what it can: a redis-server of this launch
+  // that ended (or, with `ping`, does not answer PING) is started again, on a new port with a new
+  // password (env() gives the new ones; ranks that rendezvoused before keep their connections); a
+  // file store's folder that went is made again. Returns what it did in words ("" when nothing was
+  // wrong). Throws ms::Error "rendezvous store unreachable: ..." when it cannot: a new server
+  // does not come up, or (with `ping`) an outside redis:// server does not answer.
+  std::string heal(bool ping);
+  // The pid of this launch's redis-server (-1: none, or another kind of store).
+  pid_t server_pid() const { return redis_ ? redis_->pid() : -1; }
 
  private:
   void cleanup() noexcept;

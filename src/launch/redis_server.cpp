@@ -150,6 +150,7 @@ RedisServer::RedisServer(const fs::path& dir, Janitor* janitor) : dir_(dir), jan
         }
         if (redis_ping("127.0.0.1", port, password_, std::chrono::milliseconds(1000)).ok()) {
           url_ = fmt::format("redis://127.0.0.1:{}", port);
+          port_ = port;
           return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -192,6 +193,28 @@ void RedisServer::stop() noexcept {
     } catch (...) {
     }
   }
+}
+
+std::optional<std::string> RedisServer::exited() {
+  if (pid_ <= 0) return std::string("redis-server was stopped");
+  int st = 0;
+  if (::waitpid(pid_, &st, WNOHANG) != pid_) return std::nullopt;
+  ::kill(-pid_, SIGKILL);  // anything left in its group
+  if (janitor_) {
+    try {
+      janitor_->forget_group(pid_);
+    } catch (...) {
+    }
+  }
+  pid_ = -1;
+  return describe_status("redis-server", st);
+}
+
+std::optional<std::string> RedisServer::ping_error(std::chrono::milliseconds timeout) const {
+  if (pid_ <= 0) return std::string("redis-server is not running");
+  const RedisPing p = redis_ping("127.0.0.1", port_, password_, timeout);
+  if (p.ok()) return std::nullopt;
+  return fmt::format("redis-server at 127.0.0.1:{} does not answer {}: {}", port_, p.command, p.reason);
 }
 
 }  // namespace ms::launch

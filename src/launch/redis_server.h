@@ -12,11 +12,14 @@
 // server that does not answer within 10 s, is retried on a fresh port, 5 attempts in all; then it
 // throws an ms::Error quoting the end of redis.log. The destructor (or stop()) ends the server:
 // SIGTERM to its group, SIGKILL after 5 s, and reaps it. It never throws.
+// exited() and answers() let the owner watch the server (a killed server is reaped, not left a
+// zombie); JobStore::heal (job_store.h) starts a new one.
 #pragma once
 #include <sys/types.h>  // pid_t
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace ms::launch {
@@ -41,12 +44,17 @@ class RedisServer {
   pid_t pid() const { return pid_; }
   // Stops the server and reaps it (idempotent).
   void stop() noexcept;
+  // When the server has ended (reaped now, its group killed): its exit in words; else nullopt.
+  std::optional<std::string> exited();
+  // It answers AUTH + PING within `timeout`; else the reason in words.
+  std::optional<std::string> ping_error(std::chrono::milliseconds timeout) const;
 
  private:
   std::filesystem::path dir_;
   Janitor* janitor_ = nullptr;
   std::string url_;
   std::string password_;
+  int port_ = 0;
   pid_t pid_ = -1;
 };
 

@@ -9,6 +9,25 @@
 
 namespace ms::launch {
 
+SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::map<std::string, std::string>& store_env,
+                                   int first, int count, int world, bool gemm) {
+  SelfCheckCommand c;
+  c.id = id;
+  c.timeout_ms = (int)(s.timeout_s * 1000);
+  for (int rank = first; rank < first + count; rank++) {
+    SelfCheckProc p;
+    p.argv = {s.self_exe, "selfcheck", "--collective", "--timeout", fmt::format("{}", std::max(5.0, s.timeout_s / 2))};
+    if (gemm && rank == 0) p.argv.push_back("--gemm");
+    p.env = store_env;
+    p.env["RANK"] = p.env["LOCAL_RANK"] = std::to_string(rank);
+    p.env["WORLD_SIZE"] = std::to_string(world);
+    p.env["MEGASCALE_BACKEND"] = world > 1 ? s.backend : "self";
+    p.env["OMP_NUM_THREADS"] = "1";
+    c.procs.push_back(std::move(p));
+  }
+  return c;
+}
+
 std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector<int>& hosts) {
   std::vector<std::vector<std::pair<int, int>>> rounds;
   const size_t n = hosts.size();
@@ -56,17 +75,19 @@ std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, 
   std::map<int, bool> own_ok;
   std::vector<HostVerdict> out;
   for (const auto& c : checks) {
-    HostVerdict v{c.host, true, ""};
-    if (!c.ran) v = {c.host, false, "its self-check processes did not report"};
-    else if (!c.gemm_ok) v = {c.host, false, "GEMM check: wrong result" + (c.detail.empty() ? "" : " (" + c.detail + ")")};
+    HostVerdict v{c.host, true, "", ""};
+    if (!c.ran) v = {c.host, false, "its self-check processes did not report", "no report"};
+    else if (c.not_run) v = {c.host, false, "self-check not run" + (c.detail.empty() ? "" : ": " + c.detail), "not run"};
+    else if (!c.gemm_ok)
+      v = {c.host, false, "GEMM check: wrong result" + (c.detail.empty() ? "" : " (" + c.detail + ")"), "wrong"};
     else if (median > 0 && c.gemm_gflops < (1.0 - gemm_margin) * median)
       v = {c.host, false, fmt::format("GEMM check: {:.1f} GFLOP/s, below {:.0f}% of the hosts' median {:.1f} GFLOP/s",
-                                      c.gemm_gflops, 100.0 * (1.0 - gemm_margin), median)};
+                                      c.gemm_gflops, 100.0 * (1.0 - gemm_margin), median), "slow"};
     else if (!c.allreduce_ok)
-      v = {c.host, false, "all-reduce among its ranks failed" + (c.detail.empty() ? "" : ": " + c.detail)};
+      v = {c.host, false, "all-reduce among its ranks failed" + (c.detail.empty() ? "" : ": " + c.detail), "wrong"};
     else if (median_bw > 0 && c.allreduce_gbps > 0 && c.allreduce_gbps < (1.0 - gemm_margin) * median_bw)
       v = {c.host, false, fmt::format("all-reduce among its ranks: {:.2f} GB/s, below {:.0f}% of the hosts' median "
-                                      "{:.2f} GB/s", c.allreduce_gbps, 100.0 * (1.0 - gemm_margin), median_bw)};
+                                      "{:.2f} GB/s", c.allreduce_gbps, 100.0 * (1.0 - gemm_margin), median_bw), "slow"};
     own_ok[c.host] = v.ok;
     out.push_back(v);
   }
@@ -83,7 +104,7 @@ std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, 
     }
     if (!any_pass && partners_ok)
       v = {v.host, false, fmt::format("all-reduce with its neighbour host(s) {} failed while they passed their own checks",
-                                      fmt::join(partners, ", "))};
+                                      fmt::join(partners, ", ")), "pair"};
   }
   return out;
 }
@@ -101,6 +122,11 @@ std::string text(const nlohmann::json& j, const char* key) {
 
 bool result_passed_allreduce(const SelfCheckResult& r) { return flag(r.result, "allreduce_ok"); }
 
+namespace {
+// `megascale selfcheck` reports a requested check that could not run as "<check>_error": "not run: <why>".
+bool not_run(const nlohmann::json& j, const char* error_key) { return text(j, error_key).rfind("not run", 0) == 0; }
+}  // namespace
+
 void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results) {
   c.ran = true;
   c.allreduce_ok = true;
@@ -109,8 +135,13 @@ void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results)
     const nlohmann::json& j = r.result;
     if (!j.is_object()) {
       c.allreduce_ok = false;
+      c.not_run = true;
       c.detail = fmt::format("a self-check process wrote no result (exit code {})", r.exit_code);
       continue;
+    }
+    if (not_run(j, "gemm_error") || not_run(j, "allreduce_error")) {
+      c.not_run = true;
+      if (c.detail.empty()) c.detail = not_run(j, "gemm_error") ? text(j, "gemm_error") : text(j, "allreduce_error");
     }
     if (j.contains("gemm_ok") && !j["gemm_ok"].is_null()) {  // the process that ran the GEMM check
       c.gemm_ok = flag(j, "gemm_ok");

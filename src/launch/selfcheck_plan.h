@@ -11,6 +11,7 @@
 // neighbours down with it).
 // Pure logic: unit-tested without processes.
 #pragma once
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,19 @@
 
 namespace ms::launch {
 
+// What every self-check process shares: the megascale binary, the collective backend, the round's
+// time limit (each process's own rendezvous / collective limit is half of it, at least 5 s).
+struct SelfCheckSetup {
+  std::string self_exe, backend = "gloo";
+  double timeout_s = 60;
+};
+// One host's command in a self-check group of `world` processes that rendezvous as one run
+// (store_env: the store's variables of that run, store.env(run_id)): its `count` processes are the
+// group's ranks first..first+count-1 (RANK = LOCAL_RANK, one OpenMP thread each, backend "self" for
+// a group of one); rank 0 also runs the GEMM check when `gemm`.
+SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::map<std::string, std::string>& store_env,
+                                   int first, int count, int world, bool gemm);
+
 // Ring neighbours of `hosts` (in the given order) as rounds of disjoint pairs: 2 hosts -> one pair,
 // 3 -> three rounds of one pair, 4 -> {(0,1),(2,3)} then {(1,2),(3,0)}, ...; fewer than 2 -> none.
 std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector<int>& hosts);
@@ -26,6 +40,8 @@ std::vector<std::vector<std::pair<int, int>>> neighbour_rounds(const std::vector
 struct HostCheck {
   int host = -1;
   bool ran = false;          // the host's own round reported (false: its processes never reported)
+  bool not_run = false;      // a check could not run (no rendezvous, a process without a result):
+                             // neither passed nor wrong (`megascale selfcheck` writes "not run: <why>")
   bool gemm_ok = false;
   double gemm_gflops = 0;
   bool allreduce_ok = false;
@@ -38,13 +54,17 @@ struct HostVerdict {
   int host = -1;
   bool ok = true;
   std::string why;  // for a failure: what failed, in words
+  // How it failed: "no report", "not run", "wrong" (a wrong GEMM or all-reduce result), "slow",
+  // "pair" (every pair it was in failed); "" when ok. recovery_policy.h compares hosts by it.
+  std::string kind;
 };
 
 std::vector<HostVerdict> judge_selfchecks(const std::vector<HostCheck>& checks, double gemm_margin);
 
 // The host's own round: its processes' results (`megascale selfcheck` JSON, train/selfcheck.h) into
 // c (ran, GEMM ok and speed from the process that ran it, all-reduce ok from all, the first failure's
-// words). A process without a result counts as a failed all-reduce.
+// words). A process without a result, or a check it reports "not run", sets not_run (a failed check
+// that is not a wrong result).
 void add_host_results(HostCheck& c, const std::vector<SelfCheckResult>& results);
 // A neighbour-pair process's all-reduce passed (a JSON true; a check not run reports null).
 bool result_passed_allreduce(const SelfCheckResult& r);
