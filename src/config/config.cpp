@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>  // nlohmann::json
 #include <toml++/toml.h>      // toml::parse_file, toml::table
 
-#include "base/check.h"  // MS_CHECK, MS_FAIL
+#include "base/check.h"         // MS_CHECK, MS_FAIL
+#include "base/cpu_features.h"  // cpu_has_amx_bf16, cpu_has_avx512_bf16 (train.precision = auto)
 
 namespace ms {
 namespace {
@@ -80,6 +81,17 @@ void parse_text(const std::string& s, bool& out, const std::string& where, const
   MS_FAIL("{}: {}: expected true or false, got '{}'", where, key, s);
 }
 void parse_text(const std::string& s, std::string& out, const std::string&, const std::string&) { out = s; }
+// train.precision also takes 'auto': bf16 where the CPU has bf16 units (AMX-BF16 or AVX512-BF16),
+// else fp32. It is resolved here, at load, so the resolved config and a checkpoint name the value used.
+void parse_text(const std::string& s, DType& out, const std::string& where, const std::string& key) {
+  if (s == "auto") {
+    out = cpu_has_amx_bf16() || cpu_has_avx512_bf16() ? DType::kBF16 : DType::kF32;
+    return;
+  }
+  const std::optional<DType> v = parse_config_enum<DType>(s);
+  MS_CHECK(v.has_value(), "{}: {}='{}' must be {} or 'auto'", where, key, s, config_choices<DType>());
+  out = *v;
+}
 template <class E, class = std::enable_if_t<is_config_enum<E>::value>>
 void parse_text(const std::string& s, E& out, const std::string& where, const std::string& key) {
   const std::optional<E> v = parse_config_enum<E>(s);

@@ -28,7 +28,7 @@ MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar,
   X(std::string, out_dir, "runs/default", "run directory: log.jsonl, resolved config, final model") \
   X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
   X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs; skipped when the machine's ranks x threads exceed its cores)") \
-  X(DType, precision, DType::kF32, "GEMM precision: 'fp32', or 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32)") \
+  X(DType, precision, DType::kF32, "GEMM precision: 'fp32', 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32), or 'auto' (bf16 where the CPU has bf16 units, AMX-BF16 or AVX512-BF16, else fp32; resolved at load)") \
   X(std::string, resume, "auto", "'auto' = continue from the newest checkpoint in checkpoint.dir that verifies (none: start fresh), 'never' = start fresh, or a checkpoint folder (an invalid one is an error)") \
   X(int, exit_after, 0, "stop after N steps of this invocation with a checkpoint (Megatron's --exit-interval; 0 = run to train.steps)") \
   X(ProgressMode, progress, ProgressMode::kAuto, "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")

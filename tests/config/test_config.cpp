@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
+#include "base/cpu_features.h"  // cpu_has_amx_bf16, cpu_has_avx512_bf16
 #include "config/config.h"
 
 using namespace ms;
@@ -111,3 +112,45 @@ TEST(ConfigDump, ToTomlRoundTripsThroughLoadToml) {
 }
 
 }  // namespace
+
+// train.precision = "auto" resolves at load to bf16 exactly when the CPU has bf16 units (the CPU
+// feature test is base/cpu_features, checked against CPUID in its own test); the resolved config
+// names the concrete value, and an unknown precision names 'auto' among the choices.
+TEST(ConfigPrecision, AutoResolvesAtLoadToTheCpusBf16Units) {
+  Config c;
+  set_field(c, "train.precision", "auto", "test");
+  const bool units = cpu_has_amx_bf16() || cpu_has_avx512_bf16();
+  EXPECT_EQ(c.train.precision, units ? DType::kBF16 : DType::kF32);
+  const std::string toml = to_toml(c);
+  EXPECT_NE(toml.find(units ? "precision = \"bf16\"" : "precision = \"fp32\""), std::string::npos) << toml;
+  Config t;
+  load_toml_text(t, "[train]\nprecision = \"auto\"\n", "inline");
+  EXPECT_EQ(t.train.precision, c.train.precision);
+  try {
+    set_field(c, "train.precision", "fp16", "cli");
+    ADD_FAILURE() << "fp16 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'auto'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.precision"), std::string::npos) << e.what();
+  }
+}
+
+// Integers whose products would overflow are refused by validate(), naming the field (issue 22:
+// pad_vocab_to = 2^31-1 overflowed the padded vocabulary and crashed).
+TEST(ConfigBounds, OverflowingIntegersAreNamed) {
+  struct Case { const char* key; const char* value; const char* named; };
+  for (const Case& c : {Case{"model.pad_vocab_to", "2147483647", "model.pad_vocab_to=2147483647 must be in 1..65536"},
+                        Case{"model.n_embd", "1073741824", "model.n_embd=1073741824 must be in 1..16384"},
+                        Case{"model.n_layer", "2147483647", "model.n_layer=2147483647 must be in 1..65536"},
+                        Case{"model.max_seq_len", "2147483647", "model.max_seq_len=2147483647 must be in 1..1048576"},
+                        Case{"train.steps", "2147483647", "train.steps=2147483647 must be in 1..1000000000"}}) {
+    Config cfg;
+    cfg.data.train = "x.bin";
+    set_field(cfg, c.key, c.value, "test");
+    testing::expect_error([&] { cfg.validate(); }, {c.named});
+  }
+  Config big;
+  big.data.train = "x.bin";
+  big.model.n_embd = 16384, big.model.n_head = 16, big.model.max_seq_len = 1 << 20, big.train.seq_len = 8;
+  testing::expect_error([&] { big.validate(); }, {"the embeddings are too large", "model.max_seq_len=1048576"});
+}
