@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "obs/straggler.h"  // kStragglerMargin, kStragglerWindow
+
 namespace CLI {
 class App;
 }
@@ -18,8 +20,8 @@ struct TraceArgs {
 struct HeatmapArgs {
   std::string run_dir;
   std::string out_dir;  // default: RUN_DIR/heatmap
-  double margin = 0.05;
-  int window = 10;
+  double margin = kStragglerMargin;  // obs/straggler.h's defaults (docs/observability.md "Stragglers")
+  int window = kStragglerWindow;
   std::string segment = "forward";
 };
 

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "obs/straggler_table.h"  // straggler_table
+#include "report/heatmap.h"       // kHeatColourFloorMs
 
 namespace ms::launch {
 
@@ -206,20 +208,23 @@ JobStatus::Heatmap JobStatus::heatmap_locked() const {
       if (n) h.ms[row][seg] = sum / n;
       if (rn) h.ratio[row][seg] = rsum / rn;
     }
-  // Stragglers on the compute segments only.
-  SegmentTable judged = table;
-  judged.segments.clear();
-  std::vector<size_t> keep;
-  for (size_t s = 0; s < ns; s++)
-    if (std::find(judged_segments().begin(), judged_segments().end(), table.segments[s]) != judged_segments().end()) {
-      keep.push_back(s);
-      judged.segments.push_back(table.segments[s]);
-    }
-  if (keep.empty()) return h;
-  judged.resize_nan();
+  // Each cell's peers' median of the mean ms (the page's colour scale, with its floor).
+  h.peer_ms.assign(nr, std::vector<double>(ns, NAN));
+  std::vector<double> peers;
   for (size_t row = 0; row < nr; row++)
-    for (size_t col = 0; col < nc; col++)
-      for (size_t k = 0; k < keep.size(); k++) judged.at(row, col, k) = table.at(row, col, keep[k]);
+    for (size_t seg = 0; seg < ns; seg++) {
+      peers.clear();
+      for (size_t q = 0; q < nr; q++)
+        if (q != row && table.peer_class[q] == table.peer_class[row] && std::isfinite(h.ms[q][seg]))
+          peers.push_back(h.ms[q][seg]);
+      if (peers.empty()) continue;
+      std::sort(peers.begin(), peers.end());
+      const size_t k = peers.size();
+      h.peer_ms[row][seg] = k % 2 ? peers[k / 2] : 0.5 * (peers[k / 2 - 1] + peers[k / 2]);
+    }
+  // Stragglers: the compute segments in wall time, with the steps' waits (obs/straggler_table.h).
+  const SegmentTable judged = straggler_table(run, window_);
+  if (judged.segments.empty()) return h;
   StragglerOptions opt;
   opt.margin = margin_;
   opt.window = window_;
@@ -227,8 +232,13 @@ JobStatus::Heatmap JobStatus::heatmap_locked() const {
   for (const Straggler& s : h.stragglers) {
     if (!s.chronic) continue;
     const auto row = std::find(h.ranks.begin(), h.ranks.end(), s.rank) - h.ranks.begin();
-    const auto seg = std::find(h.segments.begin(), h.segments.end(), s.segment) - h.segments.begin();
-    if ((size_t)row < nr && (size_t)seg < ns) h.straggler[(size_t)row][(size_t)seg] = true;
+    if ((size_t)row >= nr) continue;
+    // A "compute" (summed wall time) straggler marks each of its compute segments' cells.
+    for (size_t seg = 0; seg < ns; seg++)
+      if (h.segments[seg] == s.segment ||
+          (s.segment == kComputeSegment && std::find(judged_segments().begin(), judged_segments().end(),
+                                                     h.segments[seg]) != judged_segments().end()))
+        h.straggler[(size_t)row][seg] = true;
   }
   return h;
 }
@@ -302,16 +312,20 @@ nlohmann::json JobStatus::status_json() const {
                           {"worst_excess", num(s.worst_excess)},
                           {"text", describe(s, fmt::format("rank {}", s.rank))}});
   json heat = {{"window", window_}, {"margin", margin_}, {"ranks", h.ranks}, {"segments", h.segments}};
-  json hm = json::array(), hr = json::array(), hs = json::array();
+  json hm = json::array(), hr = json::array(), hs = json::array(), hp = json::array();
   for (size_t row = 0; row < h.ranks.size(); row++) {
-    json a = json::array(), b = json::array();
-    for (size_t s = 0; s < h.segments.size(); s++) a.push_back(num(h.ms[row][s])), b.push_back(num(h.ratio[row][s]));
+    json a = json::array(), b = json::array(), p = json::array();
+    for (size_t s = 0; s < h.segments.size(); s++)
+      a.push_back(num(h.ms[row][s])), b.push_back(num(h.ratio[row][s])), p.push_back(num(h.peer_ms[row][s]));
     hm.push_back(std::move(a));
     hr.push_back(std::move(b));
+    hp.push_back(std::move(p));
     hs.push_back(h.straggler[row]);
   }
   heat["ms"] = std::move(hm);
   heat["ratio"] = std::move(hr);
+  heat["peer_ms"] = std::move(hp);
+  heat["colour_floor_ms"] = kHeatColourFloorMs;
   heat["straggler"] = std::move(hs);
 
   return {{"job", std::move(job)},

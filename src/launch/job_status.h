@@ -5,8 +5,9 @@
 // it computes what the page and the scrapers see:
 //  - status_json(): the job (world, step, loss, tokens/s, MFU, elapsed), the loss / tokens/s / MFU
 //    history, every rank (coordinates, step, state, age of its last record), the rank x segment
-//    heatmap over the last `window` steps (mean ms and ratio to the peers' median) and the
-//    stragglers (obs/straggler.h, judged on the compute segments, docs/observability.md).
+//    heatmap over the last `window` steps (mean wall ms, ratio to the peers' median, the peers'
+//    median ms and the colour floor: peers = the rank's pipeline stage) and the stragglers
+//    (obs/straggler.h: compute segments in wall time with the waits, docs/observability.md).
 //  - prometheus_text(): the same in Prometheus text format (HELP/TYPE lines; counters
 //    megascale_steps_total, megascale_tokens_total, megascale_records_total only ever grow).
 // Guarantees: thread-safe (one mutex; the HTTP threads read while the poller and the launcher
@@ -32,7 +33,7 @@ class JobStatus {
  public:
   static constexpr size_t kMaxHistory = 2000;  // points of each curve sent to the page
   // world: ranks of the launch; window / margin: the straggler judgment (obs.straggler_*).
-  JobStatus(int world, int window = 10, double margin = 0.05);
+  JobStatus(int world, int window = kStragglerWindow, double margin = kStragglerMargin);
 
   // ---- the launcher's side ----
   void rank_started(int rank, int64_t pid);
@@ -82,6 +83,7 @@ class JobStatus {
     std::vector<int> ranks;
     std::vector<std::string> segments;
     std::vector<std::vector<double>> ms, ratio;  // [rank row][segment]
+    std::vector<std::vector<double>> peer_ms;    // the peers' (same stage) median of ms; NaN: no peer
     std::vector<std::vector<bool>> straggler;
     std::vector<Straggler> stragglers;
   };

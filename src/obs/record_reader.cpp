@@ -384,10 +384,8 @@ SegmentTable step_segment_table(const RunRecords& run, const std::vector<std::st
       if (col == t.steps.end() || *col != s.step) continue;
       for (size_t k = 0; k < segments.size(); k++) {
         auto it = s.ms.find(segments[k]);
-        auto cpu = s.cpu_ms.find(segments[k]);
         double v = NAN;
-        if (cpu != s.cpu_ms.end()) v = cpu->second;
-        else if (it != s.ms.end()) v = it->second;
+        if (it != s.ms.end()) v = it->second;
         else if (segments[k] == kStepTimeSegment) v = static_cast<double>(s.t1 - s.t0) / 1e6;
         t.at(row, static_cast<size_t>(col - t.steps.begin()), k) = v;
       }

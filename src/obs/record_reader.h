@@ -164,8 +164,8 @@ inline constexpr const char* kStepTimeSegment = "step";
 // The step records' per-segment milliseconds as a straggler table: one row per rank with a header
 // (ascending), peer class = its pp coordinate, columns = the last `last_n_steps` steps any rank
 // reported (all when <= 0), NaN where a rank has no record of that step or no such segment.
-// Compute segments are taken in CPU time (`cpu_ms`) where the record has it, the time the straggler
-// detection judges (train/segment_report.h); collectives and "step" in wall time.
+// Every segment in wall time (`ms`), the time the straggler detection judges (obs/straggler.h:
+// lost CPU time slows a rank as much as extra work); `cpu_ms` stays in the records for reading.
 SegmentTable step_segment_table(const RunRecords& run, const std::vector<std::string>& segments, int last_n_steps);
 
 }  // namespace ms

@@ -45,10 +45,10 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Diverging colour of a ratio to the median: white at 1, red above, blue below, saturated at +-50%.
-std::string colour(double ratio) {
-  if (!std::isfinite(ratio)) return "#cccccc";
-  const double d = std::clamp((ratio - 1.0) / 0.5, -1.0, 1.0);
+// Diverging colour of a shade in [-1, 1]: white at 0, red above, blue below; NaN: grey (no data).
+std::string colour(double shade) {
+  if (!std::isfinite(shade)) return "#cccccc";
+  const double d = std::clamp(shade, -1.0, 1.0);
   // White (247,247,247) to red (178,24,43) or blue (33,102,172).
   const int w[3] = {247, 247, 247}, red[3] = {178, 24, 43}, blue[3] = {33, 102, 172};
   const int* to = d >= 0 ? red : blue;
@@ -67,7 +67,33 @@ std::string percent(double ratio) {
   return std::isfinite(ratio) ? fmt::format("{:+.0f}%", (ratio - 1) * 100) : std::string("n/a");
 }
 
+// The signed shade of a cell: its difference from the peers' median over max(median, floor),
+// saturated at +-50%; 0 without peers, NaN without data.
+double shade(double value, double peer_median) {
+  if (!std::isfinite(value)) return kNaN;
+  if (!std::isfinite(peer_median)) return 0;
+  return std::clamp((value - peer_median) / std::max(peer_median, kHeatColourFloorMs) / 0.5, -1.0, 1.0);
+}
+
 }  // namespace
+
+std::string heat_colour(double value, double peer_median) { return colour(shade(value, peer_median)); }
+
+std::vector<double> peer_medians(const Heatmap& h) {
+  std::vector<double> out(h.values.size(), kNaN);
+  std::vector<double> peers;
+  for (size_t c = 0; c < h.cols(); c++)
+    for (size_t r = 0; r < h.rows(); r++) {
+      if (!std::isfinite(h.at(r, c))) continue;
+      peers.clear();
+      for (size_t q = 0; q < h.rows(); q++)
+        if (q != r && q < h.peer_class.size() && r < h.peer_class.size() && h.peer_class[q] == h.peer_class[r] &&
+            std::isfinite(h.at(q, c)))
+          peers.push_back(h.at(q, c));
+      out[r * h.cols() + c] = median_of(peers);
+    }
+  return out;
+}
 
 std::string xml_escape(const std::string& s) {
   std::string out;
@@ -113,6 +139,7 @@ Heatmap segment_heatmap(const RunRecords& run, int window) {
   h.col_labels = t.segments;
   for (size_t row : row_order(run, t, h.row_labels)) {
     h.ranks.push_back(t.ranks[row]);
+    h.peer_class.push_back(t.peer_class[row]);
     for (size_t g = 0; g < t.segments.size(); g++) {
       double sum = 0;
       int n = 0;
@@ -132,6 +159,7 @@ Heatmap step_heatmap(const RunRecords& run, const std::string& segment, int max_
   for (int s : t.steps) h.col_labels.push_back(fmt::format("step {}", s));
   for (size_t row : row_order(run, t, h.row_labels)) {
     h.ranks.push_back(t.ranks[row]);
+    h.peer_class.push_back(t.peer_class[row]);
     for (size_t c = 0; c < t.steps.size(); c++) h.values.push_back(t.at(row, c, 0));
   }
   return h;
@@ -152,7 +180,7 @@ std::vector<double> column_ratios(const Heatmap& h) {
 }
 
 std::string render_svg(const Heatmap& h) {
-  const std::vector<double> ratio = column_ratios(h);
+  const std::vector<double> peer = peer_medians(h);
   const size_t R = h.rows(), C = h.cols();
   // Geometry: labels in a 12px monospace-ish font (~7.2 px per character).
   size_t label_chars = 8;
@@ -186,28 +214,30 @@ std::string render_svg(const Heatmap& h) {
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + ch / 2 + 4,
                      xml_escape(h.row_labels[r]));
     for (size_t c = 0; c < C; c++) {
-      const double v = h.at(r, c), q = ratio[r * C + c];
+      const double v = h.at(r, c), m = peer[r * C + c], d = shade(v, m);
       const int x = left + static_cast<int>(c) * cw;
       const std::string tip =
-          std::isfinite(v) ? fmt::format("{}, {}: {:.3f} {} ({} vs the column median)", h.row_labels[r], h.col_labels[c], v,
-                                          h.unit, percent(q))
-                           : fmt::format("{}, {}: no data", h.row_labels[r], h.col_labels[c]);
+          !std::isfinite(v) ? fmt::format("{}, {}: no data", h.row_labels[r], h.col_labels[c])
+          : std::isfinite(m) ? fmt::format("{}, {}: {:.3f} {} ({} vs its stage peers' median {:.3f})", h.row_labels[r],
+                                           h.col_labels[c], v, h.unit, percent(m > 0 ? v / m : kNaN), m)
+                             : fmt::format("{}, {}: {:.3f} {} (no peer in its stage)", h.row_labels[r], h.col_labels[c],
+                                           v, h.unit);
       s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"white\"><title>{}</title></rect>\n",
-                       x, y, cw, ch, colour(q), xml_escape(tip));
+                       x, y, cw, ch, colour(d), xml_escape(tip));
       if (wide && std::isfinite(v))
         s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{}\">{}</text>\n",
-                         x + cw / 2, y + ch / 2 + 4, std::isfinite(q) && std::fabs(q - 1) > 0.3 ? "white" : "black",
-                         value_text(v));
+                         x + cw / 2, y + ch / 2 + 4, std::fabs(d) > 0.6 ? "white" : "black", value_text(v));
     }
   }
-  // Legend: the colour ramp from -50% to +50% of the column median, and "no data".
+  // Legend: the colour ramp from -50% to +50% of the stage peers' median, and "no data".
   const int lx = 10, lw = 300;
   s += "<defs><linearGradient id=\"ramp\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">";
   for (int i = 0; i <= 10; i++)
-    s += fmt::format("<stop offset=\"{:.1f}\" stop-color=\"{}\"/>", i / 10.0, colour(0.5 + i / 10.0));
+    s += fmt::format("<stop offset=\"{:.1f}\" stop-color=\"{}\"/>", i / 10.0, colour((i - 5) / 5.0));
   s += "</linearGradient></defs>\n";
-  s += fmt::format("<text x=\"{}\" y=\"{}\">colour: {} relative to its column's median</text>\n", lx, legend_top,
-                   h.unit);
+  s += fmt::format("<text x=\"{}\" y=\"{}\">colour: {} relative to its stage peers' median (differences over "
+                   "max(median, {:g} {}))</text>\n",
+                   lx, legend_top, h.unit, kHeatColourFloorMs, h.unit);
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"14\" fill=\"url(#ramp)\" stroke=\"#888\"/>\n", lx,
                    legend_top + 8, lw);
   s += fmt::format("<text x=\"{}\" y=\"{}\">-50%</text>\n", lx, legend_top + 36);

@@ -8,6 +8,7 @@
 
 #include "base/atomic_file.h"  // write_text_atomic
 #include "base/check.h"        // MS_CHECK
+#include "obs/straggler_table.h"  // straggler_table
 #include "report/heatmap.h"    // segment_heatmap, step_heatmap, render_svg, xml_escape
 
 namespace ms {
@@ -51,12 +52,8 @@ std::string html_page(const RunRecords& run, const StragglerVerdict& v, const st
 }  // namespace
 
 StragglerVerdict judge_stragglers(const RunRecords& run, const StragglerOptions& opt) {
-  std::vector<std::string> segs;
-  const std::vector<std::string> present = segments_in(run, opt.window);
-  for (const std::string& s : judged_segments())
-    if (std::find(present.begin(), present.end(), s) != present.end()) segs.push_back(s);
   StragglerVerdict v;
-  v.table = step_segment_table(run, segs, opt.window);
+  v.table = straggler_table(run, opt.window);
   v.stragglers = find_stragglers(v.table, opt);
   return v;
 }

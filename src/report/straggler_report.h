@@ -1,5 +1,5 @@
-// straggler_report: the straggler verdict of a run (obs/straggler.h over the step records' compute
-// segments) as plain text and as an HTML page embedding the heatmaps (report/heatmap.h), and the
+// straggler_report: the straggler verdict of a run (obs/straggler.h over obs/straggler_table.h: the
+// step records' compute segments in wall time, with the steps' communication waits) as plain text and as an HTML page embedding the heatmaps (report/heatmap.h), and the
 // report folder `megascale heatmap` writes.
 // The text names each straggler with its rank and coordinates —
 //   "straggler: rank 2 (pp=0 dp=1 tp=0) forward +21% over its peers' median, chronic: slow in 18/20 steps"

@@ -55,6 +55,12 @@ const std::vector<SegmentReport::SegmentMs>& SegmentReport::end_step(int step, d
       auto it = find(s);
       mine_.push_back(it == step_ms_.end() ? 0.0f : static_cast<float>(it->cpu_ms));
     }
+    float wait = 0;  // the compute thread's waits on communication (the straggler's is the least)
+    for (const std::string& s : wait_segments()) {
+      auto it = find(s);
+      if (it != step_ms_.end()) wait += static_cast<float>(it->ms);
+    }
+    mine_.push_back(wait);
   }
   return step_ms_;
 }
@@ -63,7 +69,8 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   std::vector<std::pair<std::string, std::string>> out;
   if (cfg_.summary_every <= 0 || step % cfg_.summary_every != 0 || steps_.empty()) return out;
   const std::vector<std::string>& segs = summary_segments();
-  const size_t G0 = segs.size(), J = judged_segments().size(), G = G0 + J, W = steps_.size();
+  // Per step: the summary's wall ms, the judged segments' CPU ms, the step's wait.
+  const size_t G0 = segs.size(), J = judged_segments().size(), G = G0 + J + 1, W = steps_.size();
   const int n = world_ ? world_->size() : 1;
   // Every rank has the same steps since the last summary (end_step runs every step on every rank).
   std::vector<float> all(n * W * G);
@@ -95,7 +102,8 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   out.push_back({"segments", fmt::format("steps {}-{}, ms per step min/median/max across {} rank(s): {}", first, last,
                                          n, line)});
 
-  // The straggler window: the last straggler_window steps of every rank, judged segments only.
+  // The straggler window: the last straggler_window steps of every rank; judged: the compute
+  // segments in CPU time, their sum in wall time (obs/straggler.h), with the waits.
   for (size_t c = 0; c < W; c++) {
     hist_steps_.push_back(first + static_cast<int>(c));
     for (int r = 0; r < n; r++)
@@ -110,15 +118,25 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   SegmentTable t;
   for (int r = 0; r < n; r++) t.ranks.push_back(r), t.peer_class.push_back(classes_[r]);
   t.steps = hist_steps_;
-  std::vector<size_t> idx;
-  for (size_t k = 0; k < J; k++) t.segments.push_back(judged_segments()[k]), idx.push_back(G0 + k);
+  std::vector<size_t> wall_idx;  // the judged segments' wall ms among the summary's
+  for (size_t k = 0; k < J; k++) {
+    t.segments.push_back(judged_segments()[k]);
+    wall_idx.push_back(static_cast<size_t>(std::find(segs.begin(), segs.end(), judged_segments()[k]) - segs.begin()));
+  }
+  t.segments.push_back(kComputeSegment);
   t.resize_nan();
+  t.resize_wait_nan();
   for (int r = 0; r < n; r++)
-    for (size_t c = 0; c < t.steps.size(); c++)
-      for (size_t k = 0; k < idx.size(); k++) {
-        const float v = hist_[(c * n + r) * G + idx[k]];
-        if (v > 0) t.at(r, c, k) = v;
+    for (size_t c = 0; c < t.steps.size(); c++) {
+      const float* v = &hist_[(c * n + r) * G];
+      double wall = 0;
+      for (size_t k = 0; k < J; k++) {
+        if (v[G0 + k] > 0) t.at(r, c, k) = v[G0 + k];
+        wall += v[wall_idx[k]];
       }
+      if (wall > 0) t.at(r, c, J) = wall;
+      t.wait[r * t.steps.size() + c] = v[G0 + J];
+    }
   StragglerOptions opt;
   opt.margin = cfg_.straggler_margin;
   opt.window = cfg_.straggler_window;
@@ -128,7 +146,7 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   for (const Straggler& s : find_stragglers(t, opt)) {
     if (s.chronic) {
       stragglers_.push_back(s);
-      out.push_back({"straggler", fmt::format("{} (CPU time, steps {}-{})", describe(s, labels_[s.rank]),
+      out.push_back({"straggler", fmt::format("{} (steps {}-{})", describe(s, labels_[s.rank]),
                                               t.steps.front(), t.steps.back())});
     } else if (s.worst_step >= first && ++stall_count <= 5) {  // a stall in the steps just summarized
       stalls += fmt::format("{}rank {} {} at step {} ({:+.0f}%)", stalls.empty() ? "" : ", ", s.rank, s.segment,
@@ -136,7 +154,7 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
     }
   }
   if (!stalls.empty())
-    out.push_back({"stall", fmt::format("one-off stalls in steps {}-{} (CPU time over the peers' median, not chronic): "
+    out.push_back({"stall", fmt::format("one-off stalls in steps {}-{} (over the peers' median, not chronic): "
                                         "{}{}", first, last, stalls, stall_count > 5 ? fmt::format(" and {} more", stall_count - 5) : "")});
   return out;
 }

@@ -5,9 +5,10 @@
 // world (one all-gather) and rank 0 reports, per segment, min / median / max of the ranks' mean ms
 // per step with the rank of the max, and the stragglers among compute segments (obs/straggler.h:
 // peers = ranks of the same pipeline stage; chronic lag named as stragglers, one-off stalls said
-// as such). Compute segments are judged on their thread CPU time, the analogue of MegaScale's CUDA
-// events (the time the compute unit worked): wall time also holds the waits of ranks that share a
-// core, which on an oversubscribed machine varies +-30% from step to step (docs/observability.md). A collective over the world when it summarizes: every rank calls end_step every step.
+// as such). Compute segments are judged on their thread CPU time (extra work) and their summed wall
+// time ("compute": CPU time lost to a noisy neighbour), each step with its waits on communication
+// (the straggler arrives last and waits least), so a rank slowed either way is named
+// (docs/observability.md "Stragglers"). A collective over the world when it summarizes: every rank calls end_step every step.
 #pragma once
 #include <string>
 #include <string_view>
@@ -54,7 +55,7 @@ class SegmentReport {
   std::vector<TraceSink::SegmentTotal> totals_;
   std::vector<SegmentMs> step_ms_;
   std::vector<int> steps_;        // steps since the last summary
-  std::vector<float> mine_;       // per step: summary_segments() wall ms, then judged segments' CPU ms
+  std::vector<float> mine_;       // per step: summary_segments() wall ms, judged segments' CPU ms, the wait_segments() sum
   // Rank 0: the gathered window (last straggler_window steps) for straggler detection.
   std::vector<int> hist_steps_;
   std::vector<float> hist_;       // per step: world x segments

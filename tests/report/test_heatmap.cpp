@@ -1,7 +1,8 @@
 // test_heatmap: the straggler report of synthetic runs names exactly the rank that was slowed (chronic
 // or one-off, with its coordinates) and nobody in a clean run with noise below the margin; the
-// heatmaps' rows are ordered by (pp, dp, tp) and their values are the step records' means; the SVGs
-// and the HTML page parse with an independent XML parser (Python's xml.etree) and hold one cell per
+// heatmaps' rows are ordered by (pp, dp, tp) and their values are the step records' means; cells are
+// coloured against their own pipeline stage's peers, with a floor that keeps cells of a few ms from
+// saturating; the SVGs and the HTML page parse with an independent XML parser (Python's xml.etree) and hold one cell per
 // (rank, column); `megascale heatmap` prints the report and writes the files; bad options are named.
 #include <gtest/gtest.h>
 
@@ -32,10 +33,11 @@ std::vector<std::string> straggler_lines(const std::string& text) {
 class HeatmapTest : public TempDirTest {
  protected:
   const char* tag() const override { return "ms_heatmap"; }
-  HeatmapReport report(const SyntheticRun& cfg, int window = 10) {
+  HeatmapReport report(const SyntheticRun& cfg, int window = 10, double margin = -1) {
     write_synthetic_run(dir_.string(), cfg);
     HeatmapReportOptions opt;
     opt.straggler.window = window;
+    if (margin >= 0) opt.straggler.margin = margin;
     return write_heatmap_report(read_run_records(dir_.string()), opt, path("out"));
   }
 };
@@ -55,8 +57,8 @@ TEST_F(HeatmapTest, ChronicStragglerNamedExactly) {
 
 TEST_F(HeatmapTest, CleanRunWithNoiseHasNoStragglers) {
   SyntheticRun cfg;
-  cfg.steps = 20, cfg.noise = 0.015;  // every ratio within (1 - 0.03, 1 + 0.03) < the 5% margin
-  const HeatmapReport rep = report(cfg);
+  cfg.steps = 20, cfg.noise = 0.015;  // every ratio within (1 - 0.03, 1 + 0.03) < a 5% margin
+  const HeatmapReport rep = report(cfg, 10, 0.05);
   EXPECT_TRUE(straggler_lines(rep.text).empty()) << rep.text;
   EXPECT_EQ(rep.text.find("no stragglers (8 ranks, steps 10..19, segments forward backward optimizer, margin 5%)"), 0u)
       << rep.text;
@@ -107,6 +109,50 @@ TEST_F(HeatmapTest, MatricesOrderedByCoordinatesWithStepMeans) {
   const Heatmap st = step_heatmap(run, kStepTimeSegment, 3);
   EXPECT_EQ(st.cols(), 3u);
   EXPECT_GT(st.at(0, 0), 10.0);
+}
+
+// The fill of each cell of an SVG heatmap, in row-major order (the rects that carry a <title>).
+std::vector<std::string> cell_fills(const std::string& svg) {
+  std::vector<std::string> out;
+  for (size_t at = svg.find("<rect "); at != std::string::npos; at = svg.find("<rect ", at + 1)) {
+    const size_t end = svg.find('>', at);
+    if (svg.compare(end + 1, 7, "<title>") != 0) continue;
+    const size_t f = svg.find("fill=\"", at) + 6;
+    out.push_back(svg.substr(f, svg.find('"', f) - f));
+  }
+  return out;
+}
+int green(const std::string& hex) { return std::stoi(hex.substr(3, 2), nullptr, 16); }  // white 247, full red 24
+
+TEST(HeatmapColour, EachCellAgainstItsOwnStagePeersWithAFloor) {
+  Heatmap h;
+  h.row_labels = {"rank 0 (pp=0)", "rank 1 (pp=0)", "rank 2 (pp=1)", "rank 3 (pp=1)"};
+  h.ranks = {0, 1, 2, 3};
+  h.peer_class = {0, 0, 1, 1};
+  h.col_labels = {"forward", "optimizer", "backward"};
+  // forward: stage 1 (the LM head) is three times stage 0 on both ranks: nobody is slower than its
+  // peers. optimizer: a 2 ms cell against a 1 ms peer. backward: 60 ms against 40 ms (+50%).
+  h.values = {10, 1, 40,  //
+              10, 2, 40,  //
+              30, 1, 60,  //
+              30, 1, 40};
+  const std::vector<std::string> fill = cell_fills(render_svg(h));
+  ASSERT_EQ(fill.size(), 12u);
+  for (int r = 0; r < 4; r++) EXPECT_EQ(fill[r * 3], "#f7f7f7") << "forward of row " << r;  // white: at its peers
+  EXPECT_GT(green(fill[1 * 3 + 1]), 200) << fill[4];  // +1 ms on 1 ms: light (the floor), not saturated red
+  EXPECT_EQ(fill[2 * 3 + 2], "#b2182b");              // +50% of 40 ms: saturated red
+  const int red = std::stoi(fill[3 * 3 + 2].substr(1, 2), nullptr, 16), blue = std::stoi(fill[3 * 3 + 2].substr(5, 2), nullptr, 16);
+  EXPECT_LT(red, 200) << fill[11];  // 40 against 60: blue
+  EXPECT_GT(blue, red) << fill[11];
+  // The peers' medians behind it: each row's stage only, itself excluded.
+  const std::vector<double> m = peer_medians(h);
+  EXPECT_EQ(m[2 * 3 + 0], 30.0);
+  EXPECT_EQ(m[0 * 3 + 1], 2.0);
+  // A stage of one rank has no peer: white, and said so in the tooltip.
+  h.peer_class = {0, 0, 1, 2};
+  const std::string svg = render_svg(h);
+  EXPECT_EQ(cell_fills(svg)[3 * 3], "#f7f7f7");
+  EXPECT_NE(svg.find("rank 3 (pp=1), forward: 30.000 ms (no peer in its stage)"), std::string::npos);
 }
 
 TEST_F(HeatmapTest, FilesParseAndCommandPrintsTheReport) {

@@ -40,10 +40,13 @@ function rankState(r) {
   return r.state;
 }
 
-// Heatmap colour: white at the peers' median, red when slower, blue when faster (ratio 1 +/- 0.3).
-function heatColor(ratio) {
-  if (ratio === null || ratio === undefined) return "#f4f4f4";
-  const d = Math.max(-1, Math.min(1, (ratio - 1) / 0.3));
+// Heatmap colour against the cell's own stage peers: white at their median, red when slower, blue
+// when faster, by the difference over max(median, floor ms), saturated at +/-30% (so a cell of a few
+// ms does not saturate over a millisecond or two); no peer: white; no data: grey.
+function heatColor(ms, peer, floor) {
+  if (ms === null || ms === undefined) return "#f4f4f4";
+  if (peer === null || peer === undefined) return "#ffffff";
+  const d = Math.max(-1, Math.min(1, (ms - peer) / Math.max(peer, floor || 0) / 0.3));
   const a = Math.round(255 * (1 - Math.abs(d)));
   return d >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
 }
@@ -53,7 +56,7 @@ function drawHeatmap(h) {
   thead.replaceChildren();
   tbody.replaceChildren();
   $("heatmap-note").textContent = h.ranks.length
-    ? `(mean ms over the last ${h.window} steps; colour: ratio to the peers' median; outlined: straggler)` : "(no step records yet)";
+    ? `(mean wall ms over the last ${h.window} steps; colour: difference from the stage peers' median, over max(median, ${h.colour_floor_ms} ms); outlined: straggler)` : "(no step records yet)";
   if (!h.ranks.length) return;
   const hr = el("tr");
   hr.appendChild(el("th", "rank"));
@@ -64,8 +67,9 @@ function drawHeatmap(h) {
     tr.appendChild(el("th", String(rank)));
     h.segments.forEach((seg, j) => {
       const ms = h.ms[i][j], ratio = h.ratio[i][j], slow = h.straggler[i][j];
+      const peer = h.peer_ms ? h.peer_ms[i][j] : null;
       const td = el("td", fmt(ms, 1), { "class": "cell", "data-rank": rank, "data-segment": seg });
-      td.style.background = heatColor(ratio);
+      td.style.background = heatColor(ms, peer, h.colour_floor_ms);
       td.title = `rank ${rank} ${seg}: ${fmt(ms, 2)} ms` + (ratio !== null ? `, ${fmt(ratio, 3)} x peers' median` : "");
       if (slow) { td.classList.add("straggler"); td.dataset.straggler = "chronic"; }
       tr.appendChild(td);
