@@ -9,6 +9,7 @@
 
 #include "base/check.h"               // MS_CHECK
 #include "ckpt/checkpoint_reader.h"   // CheckpointReader
+#include "ckpt/checkpointer.h"        // checkpoint_step_of
 #include "ckpt/manifest.h"            // parse_manifest
 #include "ckpt/storage.h"             // LocalStorage
 #include "config/config.h"            // Config, load_toml_text
@@ -29,9 +30,9 @@ std::pair<std::string, std::string> locate(const std::string& dir) {
   if (fs::exists(d / "manifest.json")) return {d.parent_path().string(), d.filename().string()};
   MS_CHECK(fs::exists(d / "latest"), "{}: neither a checkpoint (no manifest.json) nor a checkpoint folder (no latest)",
            dir);
-  std::ifstream in(d / "latest");
-  std::string name;
-  std::getline(in, name);
+  // At most a short name, never through a symlink.
+  const std::string name = LocalStorage(d.string(), /*create=*/false).read_pointer("latest", 64);
+  MS_CHECK(checkpoint_step_of(name) >= 0, "{}/latest does not name a step folder (step-<8 digits>)", dir);
   MS_CHECK(fs::exists(d / name / "manifest.json"), "{}/latest names '{}', which holds no manifest.json", dir, name);
   return {d.string(), name};
 }

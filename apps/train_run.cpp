@@ -23,6 +23,7 @@
 #include "base/thread_pin.h"      // pin_omp_threads
 #include "ckpt/checkpointer.h"    // Checkpointer
 #include "ckpt/ckpt_comm.h"       // any_rank
+#include "ckpt/dir_lock.h"        // lock_run_dirs
 #include "ckpt/restore.h"         // restore_checkpoint
 #include "ckpt/storage.h"         // LocalStorage
 #include "comm/comm_env.h"        // CommEnv
@@ -117,6 +118,9 @@ float run_training(const Config& cfg_in) {
                                       GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp});
   if (grid) hang_watch.attach(*grid, env, cfg);
   const int rank = grid ? grid->world().rank() : 0;
+  // One job per run folder: rank 0 locks train.out_dir and the checkpoint folder for the run's
+  // lifetime; a second job stops here, on every rank, before it writes anything (ckpt/dir_lock.h).
+  const auto dir_locks = lock_run_dirs(cfg, grid ? &grid->world() : nullptr, rank);
   const int dp = cfg.parallel.dp, dp_rank = grid ? grid->coord().dp : 0;
   RunObserver observer(cfg, grid.get());  // records, aligned clocks, segment summary (a collective)
 
@@ -216,7 +220,7 @@ float run_training(const Config& cfg_in) {
   else if (cfg.train.pin_threads)
     log.message("threads", fmt::format("threads not pinned: {} rank(s) x {} thread(s) on this machine exceed its {} "
                                        "usable core(s)", env.local_world_size, threads, omp_get_num_procs()));
-  Checkpointer ckpt(cfg, trainer, storage, world, who);
+  Checkpointer ckpt(cfg, trainer, storage, world, who, restored.restored ? &restored.manifest : nullptr);
   double stage1_wait_s = 0;  // the optimizer's wait for a stage-1 copy, this step
   trainer.set_before_update([&] { stage1_wait_s = ckpt.finish_stage1(); });
   if (grid) {
@@ -328,25 +332,35 @@ float run_training(const Config& cfg_in) {
       // The step boundary: every rank agrees whether to stop (a signal reached any rank; a save
       // failed and checkpoint.on_failure = stop) and whether to save.
       const bool save_failed = report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
-      const auto [signalled, stop_on_failure] = any_rank(world, g_stop_signal.load() != 0, save_failed);
+      // (One all-reduce, which also announces failed saves and says whether one is still in flight.)
+      const auto [signalled, stop_on_failure] = ckpt.at_boundary(g_stop_signal.load() != 0, save_failed);
       MS_CHECK(!stop_on_failure, "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
                "the checkpoint messages); the last published checkpoint is intact", step);
       observer.after_step(step);
       const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - first_step + 1 >= cfg.train.exit_after);
       const int every = cfg.checkpoint.every;
       if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) {
+        // The last state is saved even while an earlier save is in flight: waited for here, after the
+        // last step. Otherwise a save whose predecessor is still being written is skipped.
+        if (exit_now || step == cfg.train.steps) ckpt.drain();
         const Stage1Stats st = ckpt.save(step, train.position(), tokens_per_step * static_cast<uint64_t>(step), s.loss);
-        record_event("checkpoint stage 1", fmt::format("step {}: {:.1f} ms, {:.1f} MiB", step, st.seconds * 1e3,
-                                                       st.bytes / 1048576.0));
-        log.message("checkpoint", fmt::format(
-            "step {}: stage 1 stopped training for {:.1f} ms{} ({:.1f} MiB to copy into host memory beside the next "
-            "step)", step, st.seconds * 1e3,
-            st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms waiting for the previous save's writer (snapshot "
-                                                "buffer in use)", st.waited_seconds * 1e3)
-                                  : std::string(), st.bytes / 1048576.0));
+        if (st.skipped) {
+          log.message("checkpoint", fmt::format("step {}: save skipped: the save of step {} is still being written (a "
+                                                "save is never waited for inside a step)", step, st.in_flight));
+          record_event("checkpoint skipped", fmt::format("step {}: step {}'s save in flight", step, st.in_flight));
+        } else {
+          record_event("checkpoint stage 1", fmt::format("step {}: {:.1f} ms, {:.1f} MiB", step, st.seconds * 1e3,
+                                                         st.bytes / 1048576.0));
+          log.message("checkpoint", fmt::format(
+              "step {}: stage 1 stopped training for {:.1f} ms{} ({:.1f} MiB to copy into host memory beside the next "
+              "step)", step, st.seconds * 1e3,
+              st.waited_seconds > 0 ? fmt::format(", of which {:.1f} ms writing it (checkpoint.async=false)",
+                                                  st.waited_seconds * 1e3)
+                                    : std::string(), st.bytes / 1048576.0));
+        }
       }
       if (exit_now) {
-        ckpt.wait_idle();
+        ckpt.drain();
         const bool failed = any_rank(world, report_saves(ckpt, log));
         log.message("stop", fmt::format("stopped after step {} ({}); train.resume=auto continues from the checkpoint",
                                         step, signalled ? "SIGTERM/SIGINT" : "train.exit_after"));
@@ -368,7 +382,7 @@ float run_training(const Config& cfg_in) {
       log.eval(cfg.train.steps, last);
     }
   }
-  ckpt.wait_idle();
+  ckpt.drain();
   MS_CHECK(!any_rank(world, report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop),
            "the final checkpoint save failed and checkpoint.on_failure=stop");
   trainer.sync_params();

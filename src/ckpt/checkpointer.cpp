@@ -20,6 +20,8 @@
 #include "base/thread_pin.h"     // restore_thread_affinity
 #include "ckpt/ckpt_comm.h"      // broadcast_text
 #include "ckpt/ckpt_fault.h"     // ckpt_fault_point
+#include "ckpt/data_stream.h"    // data_stream_of
+#include "comm/communicator.h"   // Communicator
 #include "model/param_layout.h"  // build_param_layout, ParamSplit
 #include "obs/trace_sink.h"      // TraceScope
 #include "train/trainer.h"       // Trainer, StateRun
@@ -64,16 +66,29 @@ void lower_priority() {
 }
 }  // namespace
 
+bool is_own_temporary(const std::string& name) {
+  auto all_of = [&](size_t from, size_t n, const char* set) {
+    return name.size() >= from + n && name.substr(from, n).find_first_not_of(set) == std::string::npos;
+  };
+  // ".tmp-step-00000042-0123456789abcdef" (tmp_dir), "latest.tmp.<pid>" (write_text_atomic)
+  if (name.size() == 35 && name.starts_with(".tmp-step-") && name[18] == '-')
+    return all_of(10, 8, "0123456789") && all_of(19, 16, "0123456789abcdef");
+  return name.size() > 11 && name.starts_with("latest.tmp.") && all_of(11, name.size() - 11, "0123456789");
+}
+
 Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
-                           CheckpointRank who)
-    : cfg_(cfg), trainer_(trainer), storage_(storage), who_(who) {
+                           CheckpointRank who, const Manifest* resumed)
+    : cfg_(cfg), trainer_(trainer), storage_(storage), who_(who), world_(world) {
   // One nonce per run names its temporary folders, so a save never mixes with leftovers of a run
-  // that died mid-save (those are removed here, before any rank of this run writes).
+  // that died mid-save (those are removed here, before any rank of this run writes; the folder is
+  // this job's alone, ckpt/dir_lock.h). Files of any other kind are left where they are.
   if (who_.rank == 0) {
     std::random_device rd;
     nonce_ = fmt::format("{:08x}{:08x}", rd(), rd());
     for (const std::string& name : storage_.list())
-      if (name.starts_with(".tmp-") || name.find(".tmp.") != std::string::npos) storage_.remove_all(name);
+      if (is_own_temporary(name)) storage_.remove_all(name);
+    base_.lineage = resumed && !resumed->lineage.empty() ? resumed->lineage : fmt::format("{:08x}{:08x}", rd(), rd());
+    base_.data_stream = data_stream_of(cfg_);
   }
   broadcast_text(world, nonce_, 0);
 
@@ -128,10 +143,43 @@ Checkpointer::~Checkpointer() {
 
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
 
+std::pair<bool, bool> Checkpointer::at_boundary(bool a, bool b) {
+  bool failed = false, busy = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed = std::exchange(unannounced_failure_, 0) > 0;
+    busy = busy_;
+  }
+  // One snapshot under the lock: a writer that finished a failed save is idle only together with
+  // its failure taken here, so an announcement always concerns the save in flight at rank 0.
+  const std::vector<bool> any = any_rank_each(world_, {a, b, failed, busy});
+  if (any[2]) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_) announced_failure_.store(job_.step);
+  }
+  busy_anywhere_ = any[3];
+  return {any[0], any[1]};
+}
+
+void Checkpointer::drain() {
+  if (!world_ || world_->size() == 1) {
+    wait_idle();  // one process: rank 0 waits for no marker
+  } else {
+    for (at_boundary(false, false); busy_anywhere_; at_boundary(false, false))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  busy_anywhere_ = false;
+}
+
 Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
   TraceScope span("checkpoint-stage1");
   const Stopwatch watch;
   Stage1Stats st;
+  if (busy_anywhere_) {  // agreed at this boundary: every rank skips
+    st.skipped = true, st.in_flight = last_save_;
+    st.seconds = watch.seconds();
+    return st;
+  }
   std::vector<StateRun> runs = trainer_.state_runs();
   MS_CHECK(runs.size() == slots_.size(), "checkpoint: the trainer's state runs changed ({} -> {})", slots_.size(),
            runs.size());
@@ -148,8 +196,14 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
     copy_pending_ = true;
   }
   cv_.notify_all();
+  last_save_ = step;
+  busy_anywhere_ = true;  // until the next agreement
   for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
-  if (!cfg_.checkpoint.async) wait_idle();
+  if (!cfg_.checkpoint.async) {
+    const Stopwatch w;
+    drain();
+    st.waited_seconds += w.seconds();
+  }
   st.seconds = watch.seconds();
   return st;
 }
@@ -217,19 +271,22 @@ void Checkpointer::writer_main() {
       job = job_;
     }
     const Stopwatch watch;
-    SaveOutcome out = write_own(job);
-    if (who_.rank == 0) out = commit(job, out);
+    std::vector<ManifestFile> recs;
+    SaveOutcome out = write_own(job, recs);
+    const bool own_failed = !out.ok;
+    if (who_.rank == 0) out = commit(job, out, std::move(recs));
     out.seconds = watch.seconds();
     {
       std::lock_guard<std::mutex> lock(mu_);
       outcomes_.push_back(std::move(out));
       busy_ = false;
+      if (own_failed && who_.rank != 0) unannounced_failure_ = job.step;  // told at the next boundary
     }
     cv_.notify_all();
   }
 }
 
-SaveOutcome Checkpointer::write_own(const Job& job) {
+SaveOutcome Checkpointer::write_own(const Job& job, std::vector<ManifestFile>& recs) {
   SaveOutcome out;
   out.step = job.step;
   const std::string dir = tmp_dir(job.step), marker = fmt::format("{}/rank-{:05d}", dir, who_.rank);
@@ -253,7 +310,6 @@ SaveOutcome Checkpointer::write_own(const Job& job) {
     // Tensors cut over the TP group in one file, those replicated over it (held by TP rank 0) in
     // another, so a TP rank restoring under the same layout reads its own part and only the small
     // replicated file of TP rank 0.
-    std::vector<ManifestFile> recs;
     for (const bool sharded_file : {true, false}) {
       ManifestFile rec;
       rec.name = fmt::format("rank-{:05d}{}.safetensors", who_.rank, sharded_file ? "" : "-replicated");
@@ -284,35 +340,35 @@ SaveOutcome Checkpointer::write_own(const Job& job) {
       out.bytes += rec.bytes;
       recs.push_back(std::move(rec));
     }
-    storage_.write_text(marker + ".json", manifest_files_to_json(recs));
+    // Rank 0 keeps its records in memory; the others leave them for it in a marker.
+    if (who_.rank != 0) storage_.write_text(marker + ".json", manifest_files_to_json(recs));
     out.ok = true;
     out.message = fmt::format("rank {} wrote {} file(s) ({:.1f} MiB; finite check {:.2f} s, write + hash + fsync {:.2f} s)",
                               who_.rank, recs.size(), out.bytes / 1048576.0, check_s, write_watch.seconds());
   } catch (const std::exception& e) {
     out.ok = false;
     out.message = e.what();
-    try {
-      storage_.write_text(marker + ".failed", e.what());
-    } catch (const std::exception& e2) {
-      out.message += fmt::format(" (and its failure marker could not be written: {})", e2.what());
+    // The reason for rank 0's message, where the disk takes it (the failure itself reaches rank 0
+    // through the next step boundary's agreement in any case).
+    if (who_.rank != 0) {
+      try {
+        storage_.write_text(marker + ".failed", e.what());
+      } catch (const std::exception& e2) {
+        out.message += fmt::format(" (and its failure marker could not be written: {})", e2.what());
+      }
     }
     logger().error("checkpoint step {}: rank {}: {}", job.step, who_.rank, out.message);
   }
   return out;
 }
 
-SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
-  SaveOutcome out;
-  out.step = job.step, out.whole = true, out.bytes = own.bytes;
-  const std::string dir = tmp_dir(job.step), name = checkpoint_dir_name(job.step);
-  // Every rank's marker: its file's record, or why it failed (waited for even after a failure, so
-  // the folder is removed only once nobody writes into it any more).
-  Manifest m = base_;
-  m.step = job.step, m.data = job.data, m.tokens = job.tokens, m.loss = job.loss;
+std::string Checkpointer::wait_for_markers(const Job& job, Manifest& m) {
+  const std::string dir = tmp_dir(job.step);
   std::string problem;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(cfg_.checkpoint.timeout_s * 1e3));
   for (int r = 0; r < who_.world; r++) {
+    if (r == who_.rank) continue;
     const std::string marker = fmt::format("{}/rank-{:05d}", dir, r);
     for (;;) {
       if (storage_.exists(marker + ".json")) {
@@ -328,9 +384,15 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
         if (problem.empty()) problem = fmt::format("rank {}: {}", r, storage_.read_text(marker + ".failed"));
         break;
       }
+      if (announced_failure_.load() == job.step) {
+        if (problem.empty())
+          problem = "a rank's writer failed this save (announced at a step boundary, needing no disk space; that "
+                    "rank's error names the reason)";
+        return problem;
+      }
       if (abandon_.load()) {
         if (problem.empty()) problem = "the run is ending after an error";
-        break;
+        return problem;
       }
       if (std::chrono::steady_clock::now() > deadline) {
         if (problem.empty())
@@ -341,6 +403,22 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  return problem;
+}
+
+SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own, std::vector<ManifestFile> own_files) {
+  SaveOutcome out;
+  out.step = job.step, out.whole = true, out.bytes = own.bytes;
+  const std::string dir = tmp_dir(job.step), name = checkpoint_dir_name(job.step);
+  Manifest m = base_;
+  m.step = job.step, m.data = job.data, m.tokens = job.tokens, m.loss = job.loss;
+  // Its own outcome as rank 0 holds it; every other rank's marker: its file's record, or why it
+  // failed (waited for even after a failure, so the folder is removed only once nobody writes into
+  // it any more, unless a failure was announced).
+  std::string problem = own.ok ? std::string() : fmt::format("rank {}: {}", who_.rank, own.message);
+  for (ManifestFile& f : own_files) m.files.push_back(std::move(f));
+  const std::string others = wait_for_markers(job, m);
+  problem += (problem.empty() || others.empty() ? "" : "; ") + others;
   try {
     if (!problem.empty()) MS_FAIL("{}", problem);
     std::sort(m.files.begin(), m.files.end(), [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
@@ -372,9 +450,20 @@ SaveOutcome Checkpointer::commit(const Job& job, const SaveOutcome& own) {
 }
 
 void Checkpointer::apply_retention(int newest) {
+  // Only this lineage's checkpoints count and go: another job's step folders (or ones without a
+  // readable manifest) are never removed.
   std::vector<int> steps;
-  for (const std::string& n : storage_.list())
-    if (const int s = checkpoint_step_of(n); s >= 0) steps.push_back(s);
+  for (const std::string& n : storage_.list()) {
+    const int s = checkpoint_step_of(n);
+    if (s < 0 || !storage_.exists(n + "/manifest.json")) continue;
+    std::string text;
+    try {
+      text = storage_.read_text(n + "/manifest.json");
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (manifest_lineage(text) == base_.lineage) steps.push_back(s);
+  }
   std::sort(steps.begin(), steps.end());
   const int K = cfg_.checkpoint.keep_last, M = cfg_.checkpoint.keep_every;
   for (size_t i = 0; i < steps.size(); i++) {

@@ -3,9 +3,9 @@
 // state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its ZeRO
 // pieces or TP part) to a copier thread that copies it into a host snapshot buffer allocated once,
 // while the next step's forward and backward run (CheckFreq): the state changes only in the next
-// optimizer update, which calls finish_stage1() first. save() waits for the background writer only
-// if that writer still uses the buffer (the previous save is still being persisted), and says how
-// long it waited.
+// optimizer update, which calls finish_stage1() first. A save whose predecessor is still being
+// persisted on any rank (agreed at the step boundary, at_boundary()) is skipped with a message,
+// never waited for in the step; drain() (before a final save and at the end) waits outside steps.
 // Stage 2 (a background writer thread at low CPU and I/O priority, not pinned to the training
 // thread's CPU): refuses a snapshot holding NaN/Inf, writes the rank's safetensors file into the
 // save's temporary folder (".tmp-step-<N>-<nonce>", fsynced), then a marker with the file's record
@@ -14,6 +14,10 @@
 // replaces the `latest` pointer; it applies retention (keep_last newest plus every keep_every-th
 // step; never the newest). A save that fails anywhere is never published: `latest` keeps naming
 // the previous complete checkpoint.
+// A failure needs no disk space to travel (a full disk cannot take a failure marker either): rank 0
+// uses its own outcome as it holds it, and every rank's writer failure is announced to all ranks in
+// the step boundary's agreement (at_boundary(), one all-reduce that also carries the caller's
+// flags), which ends rank 0's wait for that save's markers.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -22,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>  // std::pair
 #include <vector>
 
 #include "base/aligned.h"        // AlignedBuffer
@@ -52,27 +57,43 @@ struct SaveOutcome {
 
 struct Stage1Stats {
   double seconds = 0;         // the whole stall of the training thread
-  double waited_seconds = 0;  // of which waiting for the previous save's writer (buffer in use)
+  double waited_seconds = 0;  // of which waiting for the previous save (checkpoint.async=false only)
   uint64_t bytes = 0;         // copied into the snapshot buffer
+  bool skipped = false;       // not saved: the previous save (step in_flight) is still being written
+  int in_flight = 0;
 };
 
 class Checkpointer {
  public:
   // Every rank constructs it (collective over world, which may be nullptr for one process): rank 0
-  // picks this run's nonce for temporary folders and removes temporary folders left by earlier runs.
+  // picks this run's nonce for temporary folders and removes this format's temporaries left by
+  // earlier runs (".tmp-step-<8 digits>-<16 hex digits>" folders and `latest`'s "latest.tmp.<pid>";
+  // nothing else). resumed: the checkpoint this run continues (its lineage is kept; else a fresh
+  // one is picked): retention removes only step folders of this lineage, never another job's.
   Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
-               CheckpointRank who);
+               CheckpointRank who, const Manifest* resumed = nullptr);
   // Finishes a save in flight; when unwinding after an error, rank 0 gives up waiting for the other
   // ranks (nothing unfinished is ever published either way).
   ~Checkpointer();
 
-  // Stage 1 at the boundary after `step` optimizer steps; data: the stream position of the next
-  // step; tokens: consumed so far; loss: the last step's training loss (for the manifest).
+  // Every rank at every step boundary, before save() (a collective over world): one all-reduce of
+  // the caller's two flags (returned OR-ed over the ranks) together with each rank's writer state:
+  // failures not yet announced (rank 0 stops waiting for that save's markers) and whether a save is
+  // still in flight anywhere (then the next save() skips).
+  std::pair<bool, bool> at_boundary(bool a, bool b);
+  // Every rank (collective): waits, outside any step, until no rank's writer has work left,
+  // announcing failures as they happen (a full disk never makes rank 0 wait checkpoint.timeout_s).
+  void drain();
+  // Stage 1 at the boundary after `step` optimizer steps (every rank; after at_boundary() or
+  // drain()); data: the stream position of the next step; tokens: consumed so far; loss: the last
+  // step's training loss (for the manifest). Skipped (returns skipped) while the previous save is
+  // in flight on any rank.
   Stage1Stats save(int step, DataLoader::Position data, uint64_t tokens, float loss);
   // Before the state changes (the next optimizer update): waits for a stage-1 copy still running;
   // returns the seconds waited (0 when none runs).
   double finish_stage1();
-  // Blocks until the writer has finished everything handed to it.
+  // Blocks until this rank's writer has finished everything handed to it (rank 0 may wait for
+  // other ranks' markers: use drain() on every rank instead where they may have failed).
   void wait_idle();
   // Outcomes finished since the last call.
   std::vector<SaveOutcome> take_outcomes();
@@ -96,8 +117,10 @@ class Checkpointer {
   };
   void copier_main();
   void writer_main();
-  SaveOutcome write_own(const Job& job);   // this rank's file and marker
-  SaveOutcome commit(const Job& job, const SaveOutcome& own);  // rank 0: manifest, publish, latest, retention
+  SaveOutcome write_own(const Job& job, std::vector<ManifestFile>& recs);  // this rank's file(s) and marker
+  // rank 0: manifest, publish, latest, retention; own_files: its own file records (no marker read)
+  SaveOutcome commit(const Job& job, const SaveOutcome& own, std::vector<ManifestFile> own_files);
+  std::string wait_for_markers(const Job& job, Manifest& m);  // rank 0: the other ranks' records, or the problem
   void apply_retention(int newest);
   std::string tmp_dir(int step) const;
 
@@ -116,6 +139,11 @@ class Checkpointer {
   bool copy_pending_ = false;             // the copier has not finished this save's copy
   std::vector<StateRun> runs_;            // what the copier copies
   std::atomic<bool> abandon_{false};  // unwinding: rank 0 stops waiting for other ranks' markers
+  Communicator* world_ = nullptr;         // the boundary agreements (training thread only)
+  int unannounced_failure_ = 0;           // this rank's writer failed a save not yet announced (its step)
+  std::atomic<int> announced_failure_{0}; // a failure of save <step> was announced: rank 0 stops waiting
+  bool busy_anywhere_ = false;            // agreed at the last boundary: a save is in flight on some rank
+  int last_save_ = 0;                     // the step of the last save started (the same on every rank)
   Job job_;
   std::vector<SaveOutcome> outcomes_;
   std::thread copier_, writer_;
@@ -125,5 +153,7 @@ class Checkpointer {
 std::string checkpoint_dir_name(int step);
 // Parses a step folder's name; -1 if it is not one.
 int checkpoint_step_of(const std::string& name);
+// Whether a name in the checkpoint folder is a temporary this format writes (see Checkpointer).
+bool is_own_temporary(const std::string& name);
 
 }  // namespace ms

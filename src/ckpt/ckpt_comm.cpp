@@ -25,10 +25,18 @@ void broadcast_text(Communicator* group, std::string& text, int root) {
 bool any_rank(Communicator* group, bool flag) { return any_rank(group, flag, false).first; }
 
 std::pair<bool, bool> any_rank(Communicator* group, bool a, bool b) {
-  if (!group || group->size() == 1) return {a, b};
-  float v[2] = {a ? 1.0f : 0.0f, b ? 1.0f : 0.0f};
-  group->all_reduce(v, 2, DType::kF32, ReduceOp::kMax);
-  return {v[0] > 0.5f, v[1] > 0.5f};
+  const std::vector<bool> v = any_rank_each(group, {a, b});
+  return {v[0], v[1]};
+}
+
+std::vector<bool> any_rank_each(Communicator* group, const std::vector<bool>& flags) {
+  if (!group || group->size() == 1 || flags.empty()) return flags;
+  std::vector<float> v(flags.size());
+  for (size_t i = 0; i < flags.size(); i++) v[i] = flags[i] ? 1.0f : 0.0f;
+  group->all_reduce(v.data(), v.size(), DType::kF32, ReduceOp::kMax);
+  std::vector<bool> out(flags.size());
+  for (size_t i = 0; i < flags.size(); i++) out[i] = v[i] > 0.5f;
+  return out;
 }
 
 }  // namespace ms

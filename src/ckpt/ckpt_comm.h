@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ms {
 
@@ -14,5 +15,7 @@ void broadcast_text(Communicator* group, std::string& text, int root = 0);
 bool any_rank(Communicator* group, bool flag);
 // The same for two flags in one all-reduce.
 std::pair<bool, bool> any_rank(Communicator* group, bool a, bool b);
+// The same for any number of flags in one all-reduce: element i is true if flags[i] is on any rank.
+std::vector<bool> any_rank_each(Communicator* group, const std::vector<bool>& flags);
 
 }  // namespace ms

@@ -164,7 +164,14 @@ std::string manifest_to_json(const Manifest& m) {
                   {"tensors", tensors},
                   {"files", files},
                   {"config", m.config_toml}};
-  return j.dump(1);
+  json out = j;
+  if (!m.lineage.empty()) out["lineage"] = m.lineage;
+  if (m.data_stream.present) {
+    const ManifestDataStream& d = m.data_stream;
+    out["data_stream"] = {{"files", d.files}, {"seed", d.seed}, {"seq_len", d.seq_len},
+                          {"samples_per_step", d.samples_per_step}, {"shuffle", d.shuffle}};
+  }
+  return out.dump(1);
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& where) {
@@ -182,7 +189,7 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
   MS_CHECK(m.format_version <= kCheckpointFormatVersion,
            "{}: field 'format_version' = {}: written by a newer megascale (this one reads up to version {})", where,
            m.format_version, kCheckpointFormatVersion);
-  m.step = static_cast<int>(r.integer(j, "", "step", 0, INT32_MAX));
+  m.step = static_cast<int>(r.integer(j, "", "step", 0, 1000000000));  // train.steps' bound: step + 1 fits int
   const json& data = r.get(j, "", "data");
   m.data.epoch = r.unsigned_integer(data, "data", "epoch");
   m.data.index = r.unsigned_integer(data, "data", "index");
@@ -235,7 +242,47 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
   }
   const std::string gap = coverage_problem(m);
   MS_CHECK(gap.empty(), "{}: {}", where, gap);
+  if (j.contains("lineage")) {
+    m.lineage = r.text(j, "", "lineage");
+    MS_CHECK(m.lineage.size() == 16 && m.lineage.find_first_not_of("0123456789abcdef") == std::string::npos,
+             "{}: field 'lineage' = '{}' is not 16 hex digits", where, m.lineage);
+  }
+  if (j.contains("data_stream")) {
+    const json& d = r.get(j, "", "data_stream");
+    ManifestDataStream& s = m.data_stream;
+    s.present = true;
+    s.files = r.text(d, "data_stream", "files");
+    s.seed = r.integer(d, "data_stream", "seed", INT32_MIN, INT32_MAX);
+    s.seq_len = r.integer(d, "data_stream", "seq_len", 1, INT32_MAX);
+    s.samples_per_step = r.integer(d, "data_stream", "samples_per_step", 1, INT32_MAX);
+    const json& sh = r.get(d, "data_stream", "shuffle");
+    MS_CHECK(sh.is_boolean(), "{}: field 'data_stream.shuffle' is not true or false: {}", where, sh.dump());
+    s.shuffle = sh.get<bool>();
+  }
   return m;
+}
+
+std::string manifest_lineage(const std::string& text) {
+  try {
+    const json j = json::parse(text);
+    if (j.is_object() && j.contains("lineage") && j["lineage"].is_string()) return j["lineage"].get<std::string>();
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+std::string data_stream_difference(const ManifestDataStream& saved, const ManifestDataStream& run) {
+  if (!saved.present || !run.present) return {};
+  std::string out;
+  auto add = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) out += fmt::format("{}{}: checkpoint {}, this run {}", out.empty() ? "" : "; ", what, a, b);
+  };
+  add("data.train files (names, sizes, checksums)", saved.files, run.files);
+  add("train.seed", std::to_string(saved.seed), std::to_string(run.seed));
+  add("train.seq_len", std::to_string(saved.seq_len), std::to_string(run.seq_len));
+  add("samples per step", std::to_string(saved.samples_per_step), std::to_string(run.samples_per_step));
+  add("data.shuffle", saved.shuffle ? "true" : "false", run.shuffle ? "true" : "false");
+  return out;
 }
 
 std::string model_difference(const Manifest& m, const Config& cfg) {

@@ -49,6 +49,17 @@ struct ManifestTensor {
   std::string split;           // how TP cuts it: "replicated", "rows", "cols", "qkv_rows"
 };
 
+// What orders the training stream: a resume continues at the saved sample index only in the same
+// stream. Absent (present = false) in checkpoints written before issue 22.
+struct ManifestDataStream {
+  bool present = false;
+  std::string files;              // XXH64 over the data.train files' names, sizes and meta.json checksums
+  int64_t seed = 0;               // train.seed
+  int64_t seq_len = 0;            // train.seq_len
+  int64_t samples_per_step = 0;   // sequences per optimizer step over all ranks
+  bool shuffle = true;            // data.shuffle
+};
+
 struct Manifest {
   int format_version = kCheckpointFormatVersion;
   int step = 0;                       // optimizer steps taken when saved
@@ -61,6 +72,10 @@ struct Manifest {
   int dp = 1, tp = 1, pp = 1, virtual_stages = 1;
   std::map<std::string, ManifestTensor> tensors;
   std::vector<ManifestFile> files;
+  // The run's lineage (16 hex digits): picked by a fresh start, kept by every resume; retention
+  // removes only checkpoints of its own lineage. Empty in checkpoints written before issue 22.
+  std::string lineage;
+  ManifestDataStream data_stream;
 };
 
 // Hash of the [model] section (16 hex digits): checkpoints of another model shape are refused.
@@ -76,6 +91,11 @@ std::string manifest_files_to_json(const std::vector<ManifestFile>& files);
 std::vector<ManifestFile> parse_manifest_files(const std::string& text, const std::string& where);
 // Empty if the checkpoint's model equals cfg's; else "model.n_layer: checkpoint 4, config 2; ...".
 std::string model_difference(const Manifest& m, const Config& cfg);
+// The lineage of a manifest's text without checking the rest ("" if absent or not a manifest).
+std::string manifest_lineage(const std::string& text);
+// Empty if the two streams are the same; else what differs ("train.seed: checkpoint 1, run 7; ...").
+// A checkpoint without a recorded stream gives "" too.
+std::string data_stream_difference(const ManifestDataStream& saved, const ManifestDataStream& run);
 // Every element of every (tensor, kind) covered exactly once by the entries; else the reason.
 std::string coverage_problem(const Manifest& m);
 // Empty if the manifest's tensors are exactly `model`'s, both ways: every tensor of the model is

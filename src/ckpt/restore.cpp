@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint_reader.h"   // CheckpointReader
 #include "ckpt/checkpointer.h"        // checkpoint_step_of
 #include "ckpt/ckpt_comm.h"           // broadcast_text, any_rank
+#include "ckpt/data_stream.h"         // data_stream_of
 #include "comm/communicator.h"        // Communicator
 #include "model/param_layout.h"       // slice_param
 #include "parallel/dp/zero_dp.h"      // ZeroDataParallel::owned_ranges
@@ -28,11 +29,18 @@ std::vector<std::string> checkpoint_candidates(const CheckpointStorage& storage,
   std::sort(steps.rbegin(), steps.rend());
   std::vector<std::string> out;
   if (storage.exists("latest")) {
-    std::string target = storage.read_text("latest");
-    while (!target.empty() && (target.back() == '\n' || target.back() == ' ')) target.pop_back();
-    if (checkpoint_step_of(target) >= 0 && storage.exists(target)) out.push_back(target);
-    else note(fmt::format("{}/latest names '{}', which is not a checkpoint folder there; trying the step folders, "
-                          "newest first", storage.describe(), target));
+    // At most a short name, never through a symlink (its target's text is not for the log).
+    std::string target, problem;
+    try {
+      target = storage.read_pointer("latest", 64);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    if (problem.empty() && checkpoint_step_of(target) >= 0 && storage.exists(target)) out.push_back(target);
+    else if (problem.empty())
+      note(fmt::format("{}/latest names '{}', which is not a checkpoint folder there; trying the step folders, "
+                       "newest first", storage.describe(), checkpoint_step_of(target) >= 0 ? target : "(not a step folder name)"));
+    else note(fmt::format("{}; trying the step folders, newest first", problem));
   }
   for (const auto& [s, n] : steps)
     if (out.empty() || n != out[0]) out.push_back(n);
@@ -165,12 +173,24 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
     // there is none left ("END"), or that the one asked for is unusable ("ERROR <reason>").
     std::string msg;
     std::optional<Manifest> checked;  // rank 0: the manifest it checked (the others parse the broadcast)
+    std::optional<ManifestDataStream> stream;  // rank 0: this run's data stream
     if (who.rank == 0) {
       msg = "END";
       for (; i < candidates.size(); i++) {
         try {
           std::string text;
           checked = check_checkpoint(*st, candidates[i], cfg, &text);
+          // Another data stream: the saved sample index would continue a different order.
+          if (!stream) stream = data_stream_of(cfg);
+          if (const std::string ds = data_stream_difference(checked->data_stream, *stream); !ds.empty()) {
+            const std::string what = fmt::format(
+                "saved for another data stream: {}; its data position (epoch {} sample {}) would continue a "
+                "different order", ds, checked->data.epoch, checked->data.index);
+            MS_CHECK(!explicit_path, "{}/{}: {}", st->describe(), candidates[i], what);
+            logger().warn("checkpoint {}: {}", candidates[i], what);
+            log(fmt::format("WARNING: checkpoint {} {}; resuming from it anyway (train.resume=auto)", candidates[i],
+                            what));
+          }
           msg = "OK " + candidates[i] + "\n" + text;
           break;
         } catch (const std::exception& e) {

@@ -5,7 +5,9 @@
 // against this config with a field-by-field difference, every tensor covered exactly once, every
 // listed file present with its size); the readers verify each file's XXH64 before using a byte.
 // A checkpoint that fails anywhere is named with the reason and skipped (auto) or is an error
-// (PATH), on every rank; none is loaded partially.
+// (PATH), on every rank; none is loaded partially. A checkpoint of another data stream
+// (ckpt/data_stream.h: data files, seed, sequence length, sequences per step, shuffle) is an error
+// for PATH and a warning naming what differs under auto (resumed all the same).
 // Recovery read (MegaScale §4.4): in each data-parallel group only DP rank 0 reads the files its
 // part needs, broadcasts the weights to the others and sends each its own ZeRO ranges of the Adam
 // moments (checkpoint.broadcast_restore; off: every rank reads). Every rank of the job calls it.

@@ -2,6 +2,7 @@
 #include "ckpt/storage.h"
 
 #include <fcntl.h>   // open
+#include <sys/stat.h>  // fstat, S_ISREG
 #include <unistd.h>  // write, fsync, close, getpid
 
 #include <algorithm>  // std::sort
@@ -139,6 +140,25 @@ std::string LocalStorage::read_text(const std::string& rel) const {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string LocalStorage::read_pointer(const std::string& rel, size_t max) const {
+  const std::string p = path(rel);
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) MS_FAIL("{}: is a symbolic link; a checkpoint pointer is a plain file", p);
+  MS_SYSCHECK(fd >= 0, "{}: cannot open", p);
+  struct stat st {};
+  std::string text(max + 1, '\0');
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ::read(fd, text.data(), text.size());
+  const int err = errno;
+  ::close(fd);
+  MS_CHECK(S_ISREG(st.st_mode), "{}: not a regular file; a checkpoint pointer is a plain file", p);
+  MS_CHECK(n >= 0, "{}: cannot read: {}", p, std::strerror(err));
+  MS_CHECK(static_cast<size_t>(n) <= max, "{}: longer than {} bytes; a checkpoint pointer holds a folder name", p, max);
+  text.resize(static_cast<size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  return text;
 }
 
 MappedFile LocalStorage::open(const std::string& rel) const { return MappedFile(path(rel)); }

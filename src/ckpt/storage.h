@@ -29,6 +29,9 @@ class CheckpointStorage {
                               const std::function<void()>& midway = {}) = 0;
   virtual void write_text(const std::string& rel, std::string_view text) = 0;
   virtual std::string read_text(const std::string& rel) const = 0;
+  // A pointer file (`latest`): a regular file, never followed through a symlink, of at most `max`
+  // bytes; the text without trailing whitespace. Throws naming the path and the reason otherwise.
+  virtual std::string read_pointer(const std::string& rel, size_t max) const = 0;
   virtual MappedFile open(const std::string& rel) const = 0;  // whole file, read-only
   virtual bool exists(const std::string& rel) const = 0;
   virtual uint64_t size(const std::string& rel) const = 0;  // throws if absent
@@ -47,6 +50,7 @@ class LocalStorage final : public CheckpointStorage {
                       const std::function<void()>& midway = {}) override;
   void write_text(const std::string& rel, std::string_view text) override;
   std::string read_text(const std::string& rel) const override;
+  std::string read_pointer(const std::string& rel, size_t max) const override;
   MappedFile open(const std::string& rel) const override;
   bool exists(const std::string& rel) const override;
   uint64_t size(const std::string& rel) const override;
