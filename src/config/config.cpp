@@ -214,12 +214,20 @@ std::string to_json(const Config& c) {
 void Config::validate() const {
   const auto& m = model;
   MS_CHECK(m.vocab_size > 0 && m.vocab_size <= 65536, "config: model.vocab_size={} must be in 1..65536 (tokens are stored as uint16)", m.vocab_size);
-  MS_CHECK(m.pad_vocab_to > 0, "config: model.pad_vocab_to={} must be > 0", m.pad_vocab_to);
-  MS_CHECK(m.n_layer > 0, "config: model.n_layer={} must be > 0", m.n_layer);
-  MS_CHECK(m.n_embd > 0, "config: model.n_embd={} must be > 0", m.n_embd);
+  // Upper bounds keep every size product (Vp, 3C, 4C, 4C x C, Vp x C, max_seq_len x C) inside int.
+  MS_CHECK(m.pad_vocab_to > 0 && m.pad_vocab_to <= 65536, "config: model.pad_vocab_to={} must be in 1..65536",
+           m.pad_vocab_to);
+  MS_CHECK(m.n_layer > 0 && m.n_layer <= 65536, "config: model.n_layer={} must be in 1..65536", m.n_layer);
+  MS_CHECK(m.n_embd > 0 && m.n_embd <= 16384, "config: model.n_embd={} must be in 1..16384 (the MLP's 4 x n_embd^2 "
+           "weights must stay within 32-bit sizes)", m.n_embd);
   MS_CHECK(m.n_head > 0 && m.n_embd % m.n_head == 0,
            "config: model.n_head={} does not divide model.n_embd={}", m.n_head, m.n_embd);
-  MS_CHECK(m.max_seq_len > 0, "config: model.max_seq_len={} must be > 0", m.max_seq_len);
+  MS_CHECK(m.max_seq_len > 0 && m.max_seq_len <= (1 << 20), "config: model.max_seq_len={} must be in 1..1048576",
+           m.max_seq_len);
+  MS_CHECK(static_cast<int64_t>(m.padded_vocab()) * m.n_embd <= INT32_MAX &&
+               static_cast<int64_t>(m.max_seq_len) * m.n_embd <= INT32_MAX,
+           "config: the embeddings are too large: the padded vocabulary {} or model.max_seq_len={} times "
+           "model.n_embd={} exceeds 2^31-1 elements", m.padded_vocab(), m.max_seq_len, m.n_embd);
   MS_CHECK(m.attention != AttentionKind::kSliding || m.window > 0,
            "config: model.window={} must be > 0 for sliding attention", m.window);
   MS_CHECK(m.full_every >= 0, "config: model.full_every={} must be >= 0", m.full_every);
@@ -241,7 +249,7 @@ void Config::validate() const {
   MS_CHECK(!data.train.empty(), "config: data.train is missing (path, directory or glob of training shards)");
 
   const auto& t = train;
-  MS_CHECK(t.steps > 0, "config: train.steps={} must be > 0", t.steps);
+  MS_CHECK(t.steps > 0 && t.steps <= 1000000000, "config: train.steps={} must be in 1..1000000000", t.steps);
   MS_CHECK(t.batch_size > 0, "config: train.batch_size={} must be > 0", t.batch_size);
   MS_CHECK(t.seq_len > 0 && t.seq_len <= m.max_seq_len,
            "config: train.seq_len={} must be in 1..model.max_seq_len={}", t.seq_len, m.max_seq_len);

@@ -147,10 +147,10 @@ TEST(ConfigBounds, OverflowingIntegersAreNamed) {
     Config cfg;
     cfg.data.train = "x.bin";
     set_field(cfg, c.key, c.value, "test");
-    testing::expect_error([&] { cfg.validate(); }, {c.named});
+    ms::testing::expect_error([&] { cfg.validate(); }, {c.named});
   }
   Config big;
   big.data.train = "x.bin";
   big.model.n_embd = 16384, big.model.n_head = 16, big.model.max_seq_len = 1 << 20, big.train.seq_len = 8;
-  testing::expect_error([&] { big.validate(); }, {"the embeddings are too large", "model.max_seq_len=1048576"});
+  ms::testing::expect_error([&] { big.validate(); }, {"the embeddings are too large", "model.max_seq_len=1048576"});
 }
