@@ -4,7 +4,8 @@
 // (and not again on "compute"); a clean set with +-5% noise names nobody; peers are per pipeline
 // stage (a stage twice as slow as the other is no straggler; a slow rank in it is named against
 // its own stage); a rank that waited longer than its peers was not the one waited for. Also
-// straggler_table over record files: CPU time per segment, the wall-time "compute" row, the waits.
+// straggler_table over record files: CPU time per segment, the wall-time "compute" row, the waits
+// (and step_segment_table, the heatmaps' input, in wall time).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,6 +148,8 @@ TEST(StragglerTable, CpuPerSegmentWallSumAndWaits) {
     }
     run.ranks.push_back(rr);
   }
+  // The heatmaps' table is in wall time (what the page shows); the judgment's in CPU time per segment.
+  EXPECT_EQ(step_segment_table(run, {"forward"}, 0).at(1, 0, 0), 11.0);
   const SegmentTable t = straggler_table(run, 2);
   EXPECT_EQ(t.steps, (std::vector<int>{1, 2}));
   EXPECT_EQ(t.segments, (std::vector<std::string>{"forward", "backward", kComputeSegment}));
