@@ -58,9 +58,11 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   cmd->add_option("--signal-grace", a.signal_grace_s, "seconds the ranks get to save and exit after SIGTERM/SIGINT")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
+  // One value per occurrence: a repeatable option takes every word up to the next option by default,
+  // so `--error-pattern X -- /bin/sh -c ...` swallowed the command.
   cmd->add_option("--error-pattern", d.error_patterns, "driver mode: a regular expression for rank lines reported as "
-                  "errors (repeatable; replaces the defaults)");
-  cmd->add_option("--warning-pattern", d.warning_patterns, "driver mode: the same for warnings");
+                  "errors (repeatable; replaces the defaults)")->allow_extra_args(false);
+  cmd->add_option("--warning-pattern", d.warning_patterns, "driver mode: the same for warnings")->allow_extra_args(false);
   cmd->add_option("--dashboard-port", opt.dashboard_port, "port of the live dashboard (page, /api/status, /metrics): "
                   "0 = a free port (printed), negative = no dashboard")->capture_default_str();
   cmd->add_option("--dashboard-bind", opt.dashboard_bind, "address the dashboard listens on")->capture_default_str();

@@ -13,7 +13,8 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libxxhash-dev libzstd-dev
   libgloo-dev libhiredis-dev redis-server libopenmpi-dev openmpi-bin
-  libcpp-httplib-dev)
+  libcpp-httplib-dev
+  openssh-client openssh-server)
 # What the tests and benchmarks add: PyTorch as the oracle, a real BLAS for the benchmark's PyTorch
 # (the system default is netlib's reference), Chromium and the Prometheus client for the dashboard's
 # browser and scrape tests.

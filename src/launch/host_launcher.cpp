@@ -1,8 +1,10 @@
 // host_launcher: see host_launcher.h.
 #include "launch/host_launcher.h"
 
+#include <cctype>
 #include <charconv>
 #include <sstream>
+#include <string_view>
 
 #include "base/check.h"
 
@@ -12,6 +14,14 @@ namespace {
 
 bool is_local(const std::string& name) { return name == "localhost" || name == "127.0.0.1" || name == "local"; }
 
+// Launchers that exec the command's words directly (no shell re-parses them): srun, ip netns exec,
+// nsenter. Every other launcher (ssh, rsh, a wrapper script) is taken to join its arguments with
+// spaces for a shell, the way ssh does, and gets each argument quoted.
+bool execs_directly(const std::string& program) {
+  const std::string base = program.substr(program.rfind('/') + 1);
+  return base == "srun" || base == "ip" || base == "nsenter";
+}
+
 class PrefixLauncher : public HostLauncher {
  public:
   explicit PrefixLauncher(std::string spec) {
@@ -19,6 +29,7 @@ class PrefixLauncher : public HostLauncher {
     std::string w;
     while (in >> w) words_.push_back(w);
     MS_CHECK(!words_.empty(), "--host-launcher: empty command");
+    quote_ = !execs_directly(words_.front());
   }
   std::vector<std::string> wrap(const HostSpec& host, const std::vector<std::string>& argv) const override {
     if (host.local) return argv;
@@ -27,12 +38,13 @@ class PrefixLauncher : public HostLauncher {
       for (size_t at; (at = w.find("{host}")) != std::string::npos;) w.replace(at, 6, host.name);
       out.push_back(w);
     }
-    out.insert(out.end(), argv.begin(), argv.end());
+    for (const std::string& a : argv) out.push_back(quote_ ? shell_quote(a) : a);
     return out;
   }
 
  private:
   std::vector<std::string> words_;
+  bool quote_ = true;  // the launcher hands the command to a shell (ssh): quote every argument
 };
 
 class LocalLauncher : public HostLauncher {
@@ -45,6 +57,22 @@ class LocalLauncher : public HostLauncher {
 };
 
 }  // namespace
+
+std::string shell_quote(const std::string& word) {
+  static constexpr std::string_view kPlain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%";
+  if (!word.empty() && word.find_first_not_of(kPlain) == std::string::npos) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool is_host_name(const std::string& name) {
+  static constexpr std::string_view kChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:";
+  return !name.empty() && name.size() <= 253 && std::isalnum((unsigned char)name.front()) &&
+         name.find_first_not_of(kChars) == std::string::npos;
+}
 
 std::unique_ptr<HostLauncher> make_host_launcher(const std::string& spec) {
   if (spec.empty() || spec == "local") return std::make_unique<LocalLauncher>();
@@ -67,6 +95,8 @@ std::vector<HostSpec> parse_hosts(const std::string& text) {
       entry = entry.substr(0, star);
       MS_CHECK(!entry.empty(), "--hosts '{}': an empty host name", text);
     }
+    MS_CHECK(is_host_name(entry), "--hosts entry '{}' is not a host name: letters, digits, '.', '-', '_' and ':' "
+             "only, starting with a letter or digit", entry);
     for (int i = 0; i < copies; i++) {
       HostSpec h;
       h.index = (int)hosts.size();

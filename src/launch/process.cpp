@@ -5,11 +5,13 @@
 #include <pthread.h>    // pthread_sigmask
 #include <signal.h>     // sigset_t, sigaction, SIGINT, ...
 #include <sys/prctl.h>  // prctl, PR_SET_PDEATHSIG
+#include <sys/stat.h>   // stat, S_ISREG
 #include <sys/wait.h>   // waitpid, WIFEXITED, ...
 #include <unistd.h>     // fork, execve, pipe2, setpgid, dup2, getppid
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>  // getenv
 #include <cstring>  // sigdescr_np
 #include <fstream>
 
@@ -31,8 +33,8 @@ namespace {
   ::_exit(127);
 }
 
-[[noreturn]] void child_exec(char* const* argv, char* const* envp, const SpawnOptions& opt, pid_t parent,
-                             int err_fd) {
+[[noreturn]] void child_exec(const char* path, char* const* argv, char* const* envp, const SpawnOptions& opt,
+                             pid_t parent, int err_fd) {
   // Keep the error pipe off 0..2 (a parent with closed stdio may have got it there).
   if (err_fd <= 2) {
     const int moved = ::fcntl(err_fd, F_DUPFD_CLOEXEC, 3);
@@ -70,15 +72,41 @@ namespace {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(argv[0], argv, envp);
+  ::execve(path, argv, envp);
   child_fail(err_fd, errno);
 }
 
 }  // namespace
 
+std::string find_program(const std::string& name, const std::vector<std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  MS_CHECK(!name.empty(), "cannot start a program with an empty name");
+  std::string path;
+  bool have_path = false;
+  for (const auto& e : env)
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5), have_path = true;
+  if (!have_path) {
+    const char* ours = std::getenv("PATH");
+    path = ours ? ours : "/usr/local/bin:/usr/bin:/bin";
+  }
+  size_t from = 0;
+  for (;;) {
+    const size_t colon = path.find(':', from);
+    const std::string dir = path.substr(from, colon == std::string::npos ? std::string::npos : colon - from);
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    if (colon == std::string::npos) break;
+    from = colon + 1;
+  }
+  MS_FAIL("cannot start {}: no such program in PATH ({})", name, path);
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const SpawnOptions& opt) {
   MS_CHECK(!argv.empty(), "spawn: empty argv");
-  // Everything the child needs is built before fork.
+  // Everything the child needs is built before fork, the program's path included.
+  const std::string path = find_program(argv[0], env);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -92,7 +120,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = ::fork();
-  if (pid == 0) child_exec(cargv.data(), cenv.data(), opt, parent, ep[1]);
+  if (pid == 0) child_exec(path.c_str(), cargv.data(), cenv.data(), opt, parent, ep[1]);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(ep[1]);

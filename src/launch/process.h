@@ -34,7 +34,8 @@ struct SpawnOptions {
   bool die_with_parent = false;
 };
 
-// Starts argv (argv[0] is a path: execve, no PATH search) with env (NAME=value strings). Safe in a
+// Starts argv with env (NAME=value strings); argv[0] without a '/' is looked up in PATH
+// (find_program), as execvp would, before fork. Safe in a
 // process with threads (only async-signal-safe calls between fork and exec). Returns the child's
 // pid once it has exec'ed; throws ms::Error "cannot start <argv[0]>: <strerror>" when fork, the
 // child's setup or execve fails (the failed child is reaped).
@@ -45,6 +46,11 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::
                    int stdout_fd, int stderr_fd, bool new_group) {
   return spawn(argv, env, SpawnOptions{stdin_fd, stdout_fd, stderr_fd, new_group, false});
 }
+
+// name itself when it holds a '/'; else the first executable regular file <dir>/name for the dirs
+// of env's PATH (this process's PATH when env has none; an empty entry is "."). Throws ms::Error
+// "cannot start <name>: no such program in PATH (<PATH>)" when there is none.
+std::string find_program(const std::string& name, const std::vector<std::string>& env);
 
 // waitpid(pid, 0) retried on EINTR; returns the wait status (throws when waitpid fails).
 int wait_for(pid_t pid, std::string_view what);
