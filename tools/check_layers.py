@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layers: every include between the library's layers follows cmake/layers.txt.
 
-Checks, over src/, apps/, tests/ and bench/:
+Checks, over src/, apps/, tests/ and bench/ (C++ and CUDA sources: .h, .cpp, .cu, .cuh):
   - src/ holds folders only, one per layer in cmake/layers.txt, each with a README.md;
   - a file in src/<layer>/ includes project headers only from its own layer or from the layers
     cmake/layers.txt lets it use (which must be listed above it);
@@ -50,13 +50,13 @@ include = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 headers = set()
 for dirpath, _, files in os.walk(src):
     for f in files:
-        if f.endswith('.h'):
+        if f.endswith(('.h', '.cuh')):
             headers.add(f)
 
 for top in ('src', 'apps', 'tests', 'bench'):
     for dirpath, _, files in os.walk(os.path.join(root, top)):
         for f in sorted(files):
-            if not f.endswith(('.h', '.cpp')):
+            if not f.endswith(('.h', '.cpp', '.cu', '.cuh')):
                 continue
             p = os.path.join(dirpath, f)
             rel = os.path.relpath(p, root)

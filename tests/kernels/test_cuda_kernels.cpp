@@ -1,0 +1,449 @@
+// test_cuda_kernels (label gpu): every CUDA kernel of kernels/cuda_kernels.h against its CPU
+// kernel, the oracle, on fresh random inputs (a new seed every run, printed), at GPT-2 shapes
+// (N up to 4096 rows, C = 768, 3C, 4C, Vp = 50304) and odd shapes (N, C not multiples of a tile).
+// Outputs are poisoned with NaN before each run and every element must be written (finite where
+// the CPU's is); relative L2 <= 1e-5 for fp32 kernels and <= 1e-2 for bf16 operands (the bf16
+// GEMMs land far below: bf16 x bf16 products are exact in fp32 on both sides); each kernel runs
+// twice on the same inputs and must give the same bits. Exact-by-construction kernels (bf16
+// conversion, embedding) must match the CPU bit for bit. Skips where no CUDA device opens (CI).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/bf16.h"
+#include "base/device.h"
+#include "kernels/bf16_convert.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/cuda_kernels.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "optim/adamw.h"
+
+namespace ms {
+namespace {
+
+using Outputs = std::vector<std::vector<float>>;
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device opens: " << cuda_unavailable_reason();
+  }
+};
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g = [] {
+    const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    std::printf("[test_cuda_kernels] seed %llu\n", static_cast<unsigned long long>(seed));
+    return std::mt19937_64(seed);
+  }();
+  return g;
+}
+std::vector<float> randn(size_t n, float scale = 1.f) {
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng());
+  return v;
+}
+std::vector<int> rand_ids(size_t n, int lo, int hi) {
+  std::uniform_int_distribution<int> d(lo, hi - 1);
+  std::vector<int> v(n);
+  for (int& x : v) x = d(rng());
+  return v;
+}
+std::vector<bf16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16_rne(v[i]);
+  return o;
+}
+std::vector<float> widen(const std::vector<bf16_t>& v) {
+  std::vector<float> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = bf16_to_f32(v[i]);
+  return o;
+}
+
+template <typename T>
+DeviceBuffer<T> up(const std::vector<T>& h) {
+  DeviceBuffer<T> d(h.size());
+  d.upload(h.data(), h.size());
+  return d;
+}
+template <typename T>
+std::vector<float> down(const DeviceBuffer<T>& d) {
+  std::vector<T> h(d.size());
+  d.download(h.data(), h.size());
+  stream_sync({});
+  if constexpr (sizeof(T) == 2) return widen(h);
+  else return std::vector<float>(h.begin(), h.end());
+}
+template <typename T>
+DeviceBuffer<T> poisoned(size_t n) {  // all bits set: NaN in fp32 and in bf16
+  DeviceBuffer<T> d(n);
+  device_memset(d.data(), 0xFF, n * sizeof(T));
+  return d;
+}
+
+// Runs `run` twice; the second run must give the same bits. Returns the first run's outputs.
+Outputs twice(const std::function<Outputs()>& run) {
+  Outputs a = run();
+  Outputs b = run();
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    EXPECT_EQ(a[k].size(), b[k].size());
+    EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), sizeof(float) * a[k].size()))
+        << "output " << k << " differs between two runs on the same inputs";
+  }
+  return a;
+}
+
+// Every element written (finite wherever the CPU's is) and ||got - ref|| / ||ref|| <= tol.
+void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref, double tol) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  size_t bad = 0, first_bad = 0;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(ref[i])) continue;
+    if (!std::isfinite(got[i])) {
+      if (bad++ == 0) first_bad = i;
+      continue;
+    }
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements not written or not finite (first at " << first_bad << ")";
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  std::printf("  %-44s rel L2 %.3g\n", what.c_str(), rel);
+  EXPECT_LE(rel, tol) << what;
+}
+void expect_bits(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  size_t diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) diff += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+  std::printf("  %-44s %zu of %zu elements differ in bits\n", what.c_str(), diff, ref.size());
+  EXPECT_EQ(diff, 0u) << what;
+}
+
+// " NxC" (appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&).
+std::string dims(const char* prefix, int a, int b) {
+  std::string s(prefix);
+  s += std::to_string(a);
+  s += 'x';
+  s += std::to_string(b);
+  return s;
+}
+
+struct Shape {
+  int N, C, OC;
+};
+// GPT-2 124M's linear layers at 4096 rows (the LM head at 1024), and odd shapes.
+const std::vector<Shape> kGemmShapes = {{4096, 768, 2304}, {4096, 768, 768}, {4096, 768, 3072},
+                                        {4096, 3072, 768}, {1024, 768, 50304}, {37, 129, 65}, {3, 5, 1}};
+std::string name(const char* op, const Shape& s) {
+  return std::string(op) + " " + std::to_string(s.N) + "x" + std::to_string(s.C) + "->" + std::to_string(s.OC);
+}
+
+TEST_F(CudaKernels, MatmulFp32MatchesCpu) {
+  for (const Shape& s : kGemmShapes) {
+    const size_t nin = static_cast<size_t>(s.N) * s.C, nout = static_cast<size_t>(s.N) * s.OC;
+    const size_t nw = static_cast<size_t>(s.OC) * s.C;
+    const auto inp = randn(nin), w = randn(nw, 0.05f), b = randn(s.OC), dout = randn(nout);
+    const auto out0 = randn(nout), dw0 = randn(nw), db0 = randn(s.OC), dinp0 = randn(nin);
+    auto d_inp = up(inp), d_w = up(w), d_b = up(b), d_dout = up(dout);
+    // forward: with bias; accumulating, without bias
+    std::vector<float> ref1(nout), ref2 = out0;
+    matmul_forward(ref1.data(), inp.data(), w.data(), b.data(), s.N, s.C, s.OC, false);
+    matmul_forward(ref2.data(), inp.data(), w.data(), nullptr, s.N, s.C, s.OC, true);
+    Outputs got = twice([&] {
+      auto o1 = poisoned<float>(nout);
+      auto o2 = up(out0);
+      cuda::matmul_forward(o1.data(), d_inp.data(), d_w.data(), d_b.data(), s.N, s.C, s.OC, false, {});
+      cuda::matmul_forward(o2.data(), d_inp.data(), d_w.data(), nullptr, s.N, s.C, s.OC, true, {});
+      return Outputs{down(o1), down(o2)};
+    });
+    expect_close(name("fp32 fwd", s), got[0], ref1, 1e-5);
+    expect_close(name("fp32 fwd acc", s), got[1], ref2, 1e-5);
+    // backward: dinp overwritten, dweight and dbias accumulated
+    std::vector<float> rdinp(nin), rdw = dw0, rdb = db0;
+    matmul_backward(rdinp.data(), rdw.data(), rdb.data(), dout.data(), inp.data(), w.data(), s.N, s.C, s.OC, false);
+    got = twice([&] {
+      auto dinp = poisoned<float>(nin);
+      auto dw = up(dw0), db = up(db0);
+      cuda::matmul_backward(dinp.data(), dw.data(), db.data(), d_dout.data(), d_inp.data(), d_w.data(), s.N, s.C,
+                            s.OC, false, {});
+      return Outputs{down(dinp), down(dw), down(db)};
+    });
+    expect_close(name("fp32 bwd dinp", s), got[0], rdinp, 1e-5);
+    expect_close(name("fp32 bwd dweight", s), got[1], rdw, 1e-5);
+    expect_close(name("fp32 bwd dbias", s), got[2], rdb, 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, MatmulBf16MatchesCpu) {
+  for (const Shape& s : kGemmShapes) {
+    const size_t nin = static_cast<size_t>(s.N) * s.C, nout = static_cast<size_t>(s.N) * s.OC;
+    const size_t nw = static_cast<size_t>(s.OC) * s.C;
+    const auto inp = to_bf16(randn(nin)), w = to_bf16(randn(nw, 0.05f));
+    const auto b = randn(s.OC), dout = randn(nout), dw0 = randn(nw), db0 = randn(s.OC), dinp0 = randn(nin);
+    auto d_inp = up(inp), d_w = up(w);
+    auto d_b = up(b), d_dout = up(dout);
+    std::vector<float> ref(nout);
+    matmul_forward_bf16(ref.data(), inp.data(), w.data(), b.data(), s.N, s.C, s.OC, false);
+    Outputs got = twice([&] {
+      auto o = poisoned<float>(nout);
+      cuda::matmul_forward_bf16(o.data(), d_inp.data(), d_w.data(), d_b.data(), s.N, s.C, s.OC, false, {});
+      return Outputs{down(o)};
+    });
+    expect_close(name("bf16 fwd", s), got[0], ref, 1e-2);
+    // backward from fp32 dout (dinp accumulated here), then from the bf16 dout
+    std::vector<float> rdinp = dinp0, rdw = dw0, rdb = db0;
+    std::vector<bf16_t> rdout_bf16(nout);
+    matmul_backward_bf16(rdinp.data(), rdw.data(), rdb.data(), dout.data(), rdout_bf16.data(), inp.data(),
+                         w.data(), s.N, s.C, s.OC, true);
+    got = twice([&] {
+      auto dinp = up(dinp0), dw = up(dw0), db = up(db0);
+      auto dout_bf16 = poisoned<bf16_t>(nout);
+      cuda::matmul_backward_bf16(dinp.data(), dw.data(), db.data(), d_dout.data(), dout_bf16.data(), d_inp.data(),
+                                 d_w.data(), s.N, s.C, s.OC, true, {});
+      return Outputs{down(dinp), down(dw), down(db), down(dout_bf16)};
+    });
+    expect_close(name("bf16 bwd dinp", s), got[0], rdinp, 1e-2);
+    expect_close(name("bf16 bwd dweight", s), got[1], rdw, 1e-2);
+    expect_close(name("bf16 bwd dbias", s), got[2], rdb, 1e-5);
+    expect_bits(name("bf16 bwd dout_bf16", s), got[3], widen(rdout_bf16));
+    std::vector<float> rdinp2(nin), rdw2 = dw0;
+    matmul_backward_bf16_from_bf16(rdinp2.data(), rdw2.data(), rdout_bf16.data(), inp.data(), w.data(), s.N, s.C,
+                                   s.OC, false);
+    auto d_dout_bf16 = up(rdout_bf16);
+    got = twice([&] {
+      auto dinp = poisoned<float>(nin);
+      auto dw = up(dw0);
+      cuda::matmul_backward_bf16_from_bf16(dinp.data(), dw.data(), d_dout_bf16.data(), d_inp.data(), d_w.data(),
+                                           s.N, s.C, s.OC, false, {});
+      return Outputs{down(dinp), down(dw)};
+    });
+    expect_close(name("bf16 bwd(bf16) dinp", s), got[0], rdinp2, 1e-2);
+    expect_close(name("bf16 bwd(bf16) dweight", s), got[1], rdw2, 1e-2);
+  }
+  const int plans = cuda::gemm_cached_plans();
+  const size_t allocs = device_allocations();
+  {  // warm: the same shapes again create no plan (no allocation, beyond the test's own buffers)
+    const Shape s = kGemmShapes[0];
+    auto a = up(to_bf16(randn(static_cast<size_t>(s.N) * s.C)));
+    auto w = up(to_bf16(randn(static_cast<size_t>(s.OC) * s.C)));
+    DeviceBuffer<float> o(static_cast<size_t>(s.N) * s.OC);
+    cuda::matmul_forward_bf16(o.data(), a.data(), w.data(), nullptr, s.N, s.C, s.OC, false, {});
+    stream_sync({});
+  }
+  EXPECT_EQ(cuda::gemm_cached_plans(), plans + 1) << "one new plan: no bias, where the loop above had one";
+  EXPECT_EQ(device_allocations(), allocs + 3) << "only the three buffers of this block";
+}
+
+TEST_F(CudaKernels, LayerNormMatchesCpu) {
+  for (const auto& [N, C] : std::vector<std::pair<int, int>>{{4096, 768}, {37, 770}, {1, 3}}) {
+    const size_t n = static_cast<size_t>(N) * C;
+    const auto x = randn(n, 2.f), w = randn(C), b = randn(C), dout = randn(n);
+    const auto dinp0 = randn(n), dw0 = randn(C), db0 = randn(C);
+    std::vector<float> out(n), mean(N), rstd(N), dinp = dinp0, dw = dw0, db = db0;
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    auto d_x = up(x), d_w = up(w), d_b = up(b), d_dout = up(dout);
+    const Outputs got = twice([&] {
+      auto o = poisoned<float>(n), m = poisoned<float>(N), r = poisoned<float>(N);
+      auto di = up(dinp0), dww = up(dw0), dbb = up(db0);
+      cuda::layernorm_forward(o.data(), m.data(), r.data(), d_x.data(), d_w.data(), d_b.data(), N, C, {});
+      cuda::layernorm_backward(di.data(), dww.data(), dbb.data(), d_dout.data(), d_x.data(), d_w.data(), m.data(),
+                               r.data(), N, C, {});
+      return Outputs{down(o), down(m), down(r), down(di), down(dww), down(dbb)};
+    });
+    const std::string sh = dims(" ", N, C);
+    expect_close("layernorm out" + sh, got[0], out, 1e-5);
+    expect_close("layernorm mean" + sh, got[1], mean, 1e-5);
+    expect_close("layernorm rstd" + sh, got[2], rstd, 1e-5);
+    expect_close("layernorm dinp" + sh, got[3], dinp, 1e-5);
+    expect_close("layernorm dweight" + sh, got[4], dw, 1e-5);
+    expect_close("layernorm dbias" + sh, got[5], db, 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, GeluMatchesCpu) {
+  for (const auto& [N, C] : std::vector<std::pair<int, int>>{{4096, 3072}, {37, 129}}) {
+    const size_t n = static_cast<size_t>(N) * C;
+    const auto pre0 = randn(n, 2.f), bias = randn(C), dout = randn(n), db0 = randn(C);
+    std::vector<float> pre = pre0, out(n), pre2 = pre0, dpre(n), db = db0;
+    std::vector<bf16_t> out16(n);
+    bias_gelu_forward(out.data(), pre.data(), bias.data(), N, C);
+    bias_gelu_forward_bf16(out16.data(), pre2.data(), bias.data(), N, C);
+    bias_gelu_backward(dpre.data(), db.data(), dout.data(), pre.data(), N, C);
+    auto d_bias = up(bias), d_dout = up(dout), d_pre_after = up(pre);
+    const Outputs got = twice([&] {
+      auto p = up(pre0), p2 = up(pre0), o = poisoned<float>(n), dp = poisoned<float>(n), dbb = up(db0);
+      auto o16 = poisoned<bf16_t>(n);
+      cuda::bias_gelu_forward(o.data(), p.data(), d_bias.data(), N, C, {});
+      cuda::bias_gelu_forward_bf16(o16.data(), p2.data(), d_bias.data(), N, C, {});
+      cuda::bias_gelu_backward(dp.data(), dbb.data(), d_dout.data(), d_pre_after.data(), N, C, {});
+      return Outputs{down(o), down(p), down(o16), down(dp), down(dbb)};
+    });
+    const std::string sh = dims(" ", N, C);
+    expect_close("gelu out" + sh, got[0], out, 1e-5);
+    expect_bits("gelu pre += bias" + sh, got[1], pre);
+    expect_close("gelu out bf16" + sh, got[2], widen(out16), 1e-2);
+    expect_close("gelu dpre" + sh, got[3], dpre, 1e-5);
+    expect_close("gelu dbias" + sh, got[4], db, 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, SoftmaxCrossEntropyMatchesCpu) {
+  struct Case {
+    int N, V, Vp;
+  };
+  for (const Case& c : {Case{1024, 50257, 50304}, Case{37, 1000, 1024}}) {
+    const size_t n = static_cast<size_t>(c.N) * c.Vp;
+    const auto logits = randn(n, 3.f);
+    auto targets = rand_ids(c.N, 0, c.V);
+    for (int i = 0; i < c.N; i += 7) targets[i] = -1;  // ignored rows
+    const float dloss = 1.f / c.N;
+    std::vector<float> loss(c.N), dl(n), loss16(c.N);
+    std::vector<bf16_t> dl16(n);
+    softmax_cross_entropy_forward_backward(loss.data(), dl.data(), logits.data(), targets.data(), c.N, c.V, c.Vp, dloss);
+    softmax_cross_entropy_forward_backward_bf16(loss16.data(), dl16.data(), logits.data(), targets.data(), c.N, c.V,
+                                                c.Vp, dloss);
+    auto d_logits = up(logits);
+    auto d_t = up(targets);
+    const Outputs got = twice([&] {
+      auto l = poisoned<float>(c.N), d = poisoned<float>(n), l16 = poisoned<float>(c.N);
+      auto d16 = poisoned<bf16_t>(n);
+      auto inplace = up(logits);
+      auto l2 = poisoned<float>(c.N);
+      cuda::softmax_cross_entropy_forward_backward(l.data(), d.data(), d_logits.data(), d_t.data(), c.N, c.V, c.Vp,
+                                                   dloss, {});
+      cuda::softmax_cross_entropy_forward_backward_bf16(l16.data(), d16.data(), d_logits.data(), d_t.data(), c.N,
+                                                        c.V, c.Vp, dloss, {});
+      cuda::softmax_cross_entropy_forward_backward(l2.data(), inplace.data(), inplace.data(), d_t.data(), c.N, c.V,
+                                                   c.Vp, dloss, {});
+      return Outputs{down(l), down(d), down(l16), down(d16), down(l2), down(inplace)};
+    });
+    const std::string sh = dims(" ", c.N, c.Vp);
+    expect_close("ce losses" + sh, got[0], loss, 1e-5);
+    expect_close("ce dlogits" + sh, got[1], dl, 1e-5);
+    expect_close("ce losses (bf16 grad)" + sh, got[2], loss16, 1e-5);
+    expect_close("ce dlogits bf16" + sh, got[3], widen(dl16), 1e-2);
+    expect_close("ce losses in place" + sh, got[4], loss, 1e-5);
+    expect_close("ce dlogits in place" + sh, got[5], dl, 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, Bf16ConversionIsExact) {
+  const size_t n = static_cast<size_t>(4096) * 768 + 3;
+  auto x = randn(n, 10.f);
+  const float specials[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 1e-40f, -3e-39f, 1.00390625f, 1.01171875f, 3.4e38f};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(float); ++i) x[i * 997] = specials[i];
+  const auto ref16 = to_bf16(x);
+  std::vector<float> back(n);
+  bf16_to_f32(back.data(), ref16.data(), n);
+  auto d_x = up(x);
+  auto d_16 = up(ref16);
+  const Outputs got = twice([&] {
+    auto o16 = poisoned<bf16_t>(n);
+    auto o32 = poisoned<float>(n);
+    cuda::f32_to_bf16(o16.data(), d_x.data(), n, {});
+    cuda::bf16_to_f32(o32.data(), d_16.data(), n, {});
+    return Outputs{down(o16), down(o32)};
+  });
+  expect_bits("f32_to_bf16", got[0], widen(ref16));
+  expect_bits("bf16_to_f32", got[1], back);
+}
+
+TEST_F(CudaKernels, AdamWMatchesCpu) {
+  const size_t n = (size_t{1} << 20) + 7;
+  for (const bool decay : {true, false}) {
+    const auto p0 = randn(n), g0 = randn(n, 0.1f), m0 = randn(n, 0.01f);
+    auto v0 = randn(n, 0.01f);
+    for (float& v : v0) v = v * v;
+    const int t = decay ? 3 : 1;
+    const float lr = 6e-4f, scale = decay ? 0.7f : 1.f;
+    AdamHyper h;
+    std::vector<float> p = p0, g = g0, m = m0, v = v0;
+    std::vector<bf16_t> pb(n);
+    adamw_update(p.data(), g.data(), m.data(), v.data(), {ParamTensor{"w", 0, n, decay}}, lr, t, h, scale,
+                 decay ? pb.data() : nullptr, decay);
+    const Outputs got = twice([&] {
+      auto dp = up(p0), dg = up(g0), dm = up(m0), dv = up(v0);
+      auto dpb = poisoned<bf16_t>(n);
+      cuda::adamw_update(dp.data(), dg.data(), dm.data(), dv.data(), n, decay, lr, t, h.beta1, h.beta2, h.eps,
+                         h.weight_decay, scale, decay ? dpb.data() : nullptr, decay, {});
+      return Outputs{down(dp), down(dg), down(dm), down(dv), down(dpb)};
+    });
+    const std::string sh = decay ? " (decay, scaled, bf16 copy, zero grads)" : " (no decay)";
+    expect_close("adamw params" + sh, got[0], p, 1e-5);
+    expect_bits("adamw grads" + sh, got[1], g);
+    expect_close("adamw m" + sh, got[2], m, 1e-5);
+    expect_close("adamw v" + sh, got[3], v, 1e-5);
+    if (decay) expect_close("adamw bf16 copy" + sh, got[4], widen(pb), 1e-2);
+  }
+}
+
+TEST_F(CudaKernels, EmbeddingMatchesCpuBitForBit) {
+  struct Case {
+    int B, T, C, V;
+  };
+  for (const Case& c : {Case{4, 1024, 768, 50304}, Case{3, 37, 129, 7}}) {
+    const int N = c.B * c.T;
+    const size_t n = static_cast<size_t>(N) * c.C;
+    const auto ids = rand_ids(N, 0, c.V);
+    const auto wte = randn(static_cast<size_t>(c.V) * c.C), wpe = randn(static_cast<size_t>(c.T) * c.C);
+    const auto dout = randn(n), dwte0 = randn(wte.size()), dwpe0 = randn(wpe.size());
+    // The CPU model's loops (model/gpt_forward.cpp, gpt_backward.cpp), rows in ascending order.
+    std::vector<float> out(n), dwte = dwte0, dwpe = dwpe0;
+    for (int i = 0; i < N; ++i)
+      for (int k = 0; k < c.C; ++k)
+        out[static_cast<size_t>(i) * c.C + k] = wte[static_cast<size_t>(ids[i]) * c.C + k] + wpe[static_cast<size_t>(i % c.T) * c.C + k];
+    for (int i = 0; i < N; ++i)
+      for (int k = 0; k < c.C; ++k) {
+        dwpe[static_cast<size_t>(i % c.T) * c.C + k] += dout[static_cast<size_t>(i) * c.C + k];
+        dwte[static_cast<size_t>(ids[i]) * c.C + k] += dout[static_cast<size_t>(i) * c.C + k];
+      }
+    auto d_ids = up(ids);
+    auto d_wte = up(wte), d_wpe = up(wpe), d_dout = up(dout);
+    const Outputs got = twice([&] {
+      auto o = poisoned<float>(n);
+      auto dte = up(dwte0), dpe = up(dwpe0);
+      cuda::embedding_forward(o.data(), d_ids.data(), d_wte.data(), d_wpe.data(), c.B, c.T, c.C, c.V, {});
+      cuda::embedding_backward(dte.data(), dpe.data(), d_dout.data(), d_ids.data(), c.B, c.T, c.C, c.V, {});
+      return Outputs{down(o), down(dte), down(dpe)};
+    });
+    std::string sh = " B";
+    sh += std::to_string(c.B);
+    sh += " T";
+    sh += std::to_string(c.T);
+    sh += " V";
+    sh += std::to_string(c.V);
+    expect_bits("embedding out" + sh, got[0], out);
+    expect_bits("embedding dwte" + sh, got[1], dwte);
+    expect_bits("embedding dwpe" + sh, got[2], dwpe);
+  }
+}
+
+TEST_F(CudaKernels, CallErrorsNameTheCall) {
+  // An impossible allocation fails inside cudaMalloc: the error names the call and file:line.
+  try {
+    device_malloc(size_t{1} << 60);
+    FAIL() << "a 1 EiB allocation succeeded";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cudaMalloc"), std::string::npos) << what;
+    EXPECT_NE(what.find("device_cuda.cpp:"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace ms
