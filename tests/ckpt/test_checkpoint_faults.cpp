@@ -36,7 +36,10 @@ void killed_during_save(const std::string& fault, const std::string& expect_late
   CkptRuns runs("ckpt_kill");
   const std::string layout = pp_layout(2, 1, 1, false) + " --checkpoint.every=2";
   runs.train(launch(2), "whole", layout);
-  const CmdResult died = runs.run("MEGASCALE_CKPT_FAULT=" + fault + " " + launch(2), "run", layout);
+  // checkpoint.async=false for the dying run: step 2's save is persisted before step 3, so the save
+  // of step 4 (where the fault is) is never skipped behind it.
+  const CmdResult died = runs.run("MEGASCALE_CKPT_FAULT=" + fault + " " + launch(2), "run",
+                                  layout + " --checkpoint.async=false");
   ASSERT_NE(died.code, 0) << died.output;
   EXPECT_TRUE(contains(died.output, "killed by signal 9")) << died.output;
   EXPECT_EQ(runs.latest("run"), expect_latest) << died.output;
@@ -216,7 +219,9 @@ namespace {
 
 TEST(CheckpointFaults, NonFiniteStateIsNeverPublished) {
   CkptRuns runs("ckpt_nan");
-  const CmdResult r = runs.run("MEGASCALE_CKPT_FAULT=nan_state:step=4 " + megascale_bin(), "run", "--checkpoint.every=2");
+  // checkpoint.async=false: step 2's save is persisted before step 3, so step 4's is never skipped.
+  const CmdResult r = runs.run("MEGASCALE_CKPT_FAULT=nan_state:step=4 " + megascale_bin(), "run",
+                               "--checkpoint.every=2 --checkpoint.async=false");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "step 4 not published")) << r.output;
   EXPECT_TRUE(contains(r.output, "holds a non-finite param value (nan) at step 4")) << r.output;

@@ -154,10 +154,13 @@ TEST(CheckpointResume, SigtermToLauncherSavesOnEveryRank) { preempt(launch(2), p
 namespace ms::testing {
 namespace {
 
-// keep_last 2 and keep_every 4 of saves at every step: steps 4, 5 and 6 remain.
+// keep_last 2 and keep_every 4 of saves at every step: steps 4, 5 and 6 remain. (Saves persisted
+// before the next step, checkpoint.async=false: an asynchronous save still in flight at the next
+// step would skip that one.)
 TEST(CheckpointResume, RetentionKeepsLastAndEveryMth) {
   CkptRuns runs("ckpt_keep");
-  runs.train(megascale_bin(), "run", "--checkpoint.every=1 --checkpoint.keep_last=2 --checkpoint.keep_every=4");
+  runs.train(megascale_bin(), "run", "--checkpoint.every=1 --checkpoint.keep_last=2 --checkpoint.keep_every=4 "
+             "--checkpoint.async=false");
   std::set<std::string> left;
   for (const auto& e : std::filesystem::directory_iterator(runs.dir() + "/run/checkpoints"))
     left.insert(e.path().filename().string());
@@ -167,14 +170,14 @@ TEST(CheckpointResume, RetentionKeepsLastAndEveryMth) {
 
 // A save whose predecessor's writer is still busy (step 2's, slowed by a second) is skipped, never
 // waited for inside a step, and the log says so (issue 22: a stalled writer stalled the steps); the
-// final save waits for it after the last step.
+// final save waits for it after the last step. (Step 2's save is the run's first: never skipped.)
 TEST(CheckpointResume, SaveBehindABusyWriterIsSkippedAndSaysSo) {
   CkptRuns runs("ckpt_busy");
   const std::string out = runs.train("MEGASCALE_CKPT_FAULT=slow_write:step=2 " + megascale_bin(), "run",
-                                     "--checkpoint.every=1");
-  EXPECT_NE(out.find("step 3: save skipped: the save of step 2 is still being written"), std::string::npos) << out;
+                                     "--checkpoint.every=2");
+  EXPECT_NE(out.find("step 4: save skipped: the save of step 2 is still being written"), std::string::npos) << out;
   EXPECT_EQ(out.find("waiting for the previous save's writer"), std::string::npos) << out;
-  EXPECT_NE(out.find("step 1: stage 1 stopped training"), std::string::npos) << "the first save is not skipped\n" << out;
+  EXPECT_NE(out.find("step 2: stage 1 stopped training"), std::string::npos) << "the first save is not skipped\n" << out;
   EXPECT_NE(out.find("step 6: stage 1 stopped training"), std::string::npos) << "the final save is not skipped\n" << out;
   EXPECT_EQ(runs.latest("run"), "step-00000006");
 }
