@@ -55,7 +55,8 @@ namespace ms {
 
 namespace {
 // SIGUSR1 (the driver stopping the ranks for a recovery): a hang dump and exit without saving.
-// SIGTERM / SIGINT (preemption, Ctrl-C): noted here, acted on at the next step boundary, where
+// SIGTERM / SIGINT / SIGHUP (preemption, Ctrl-C, a closed terminal): noted here, acted on at the
+// next step boundary, where
 // every rank agrees, saves a checkpoint and ends with exit code 0. The signals are blocked in every
 // thread of the run and taken by one thread in sigwait: a handler running on a compute thread
 // could land in oneDNN's JIT kernels, which may keep data below the stack pointer.
@@ -66,6 +67,7 @@ void install_stop_handlers() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread created from here on
   std::thread([set] {
@@ -76,6 +78,7 @@ void install_stop_handlers() {
       // SIGUSR1: the driver's recovery stop (launch/driver.h): the dump above, then out at once,
       // without a save (the state may be what failed). The records written so far stay.
       if (sig == SIGUSR1) {
+        MachineBatchFeed::unlink_attaching();  // _Exit skips the feed's cleanup (its attach window)
         flush_active_recorder();
         std::fprintf(stderr, "megascale: stopped by the driver (SIGUSR1) for a recovery\n");
         std::_Exit(128 + SIGUSR1);

@@ -155,6 +155,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     d.world = n;
     dash = std::make_unique<Dashboard>(d);
     launch_log().info("dashboard at {}", dash->url());
+    if (const std::string w = dash->exposure_warning(); !w.empty()) launch_log().warn("{}", w);
   }
   if (std::getenv("OMP_NUM_THREADS") == nullptr) set_env(base_env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
 
@@ -234,8 +235,15 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
         forwarded_signal = sig;
       }
       if (!stopping) {
-        launch_log().warn("got signal {}; forwarding it to the ranks", sig);
-        start_stopping(sig);
+        // SIGHUP (the launch's terminal closed) asks for the same clean stop as SIGTERM: the ranks
+        // save at their next step boundary and exit 0, which SIGHUP itself would not let them do.
+        if (sig == SIGHUP) {
+          launch_log().warn("got signal {} ({}); sending SIGTERM to the ranks", sig, signal_description(sig));
+          start_stopping(SIGTERM);
+        } else {
+          launch_log().warn("got signal {}; forwarding it to the ranks", sig);
+          start_stopping(sig);
+        }
       } else if (!killed) {
         launch_log().warn("second signal; killing the ranks");
         signal_groups(children.groups(), SIGKILL);

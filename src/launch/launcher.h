@@ -16,8 +16,9 @@
 //    to stderr; with quiet_others only rank 0's stdout is kept (every rank's stderr still is).
 //  - When a child exits non-zero or dies by a signal, the launcher says which rank failed and how
 //    ("rank 2 exited with code 1", "rank 1 killed by signal 9"), terminates the others (SIGTERM to
-//    their process groups, SIGKILL after the grace period) and returns non-zero. SIGINT/SIGTERM/SIGHUP
+//    their process groups, SIGKILL after the grace period) and returns non-zero. SIGINT/SIGTERM
 //    sent to the launcher are forwarded to the children the same way (SIGKILL after signal_grace);
+//    SIGHUP (the terminal closed) reaches them as SIGTERM, so a training run saves and exits 0;
 //    if every rank then exits 0 (a clean stop: training saves and exits), the launcher exits 0,
 //    else 128+signal. A second signal kills the ranks at once. No child outlives the call.
 //  - The launcher's own messages go to stderr as "megascale launch: <message>" lines (spdlog).

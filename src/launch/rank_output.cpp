@@ -74,7 +74,9 @@ void write_all(int fd, const char* p, size_t n) {
       ::poll(&pfd, 1, 100);
       continue;
     }
-    if (w < 0 && errno == EPIPE) return;  // nobody reads our output any more: drop it
+    // Nobody reads our output any more (a closed pipe, or EIO: the terminal of the launch closed):
+    // drop it; the launcher goes on stopping the ranks cleanly.
+    if (w < 0 && (errno == EPIPE || errno == EIO)) return;
     MS_SYSCHECK(w >= 0, "write to fd {}", fd);
     p += w;
     n -= (size_t)w;

@@ -38,7 +38,8 @@ pid_t spawn_with_streams(const std::vector<std::string>& argv, const std::vector
 // at end of file, after forwarding the unfinished tail.
 void pump(RankStream& s, int rank);
 
-// Writes all n bytes to fd (retrying on EINTR, polling on EAGAIN); EPIPE drops the rest silently.
+// Writes all n bytes to fd (retrying on EINTR, polling on EAGAIN); EPIPE or EIO (a hung-up
+// terminal) drops the rest silently.
 // Throws ms::Error on any other error.
 void write_all(int fd, const char* p, size_t n);
 

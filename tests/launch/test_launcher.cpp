@@ -1,6 +1,7 @@
 // test_launcher: `megascale launch` end to end, with /bin/sh children: each rank's environment, the
 // forwarded and prefixed output, failure propagation (the failing rank named, the others stopped),
-// signal forwarding, the file and redis stores (created and removed), and rejected options; and
+// signal forwarding (SIGHUP as SIGTERM), the file and redis stores (created and removed), and
+// rejected options; and
 // `megascale bench comm` on a few ranks (its workers check every result against a closed form).
 #include <signal.h>
 #include <sys/wait.h>
@@ -210,6 +211,22 @@ TEST_F(Launcher, SignalsAreForwarded) {
                            "kill -TERM $L; wait $L; echo launcher=$?";
   r = run_cmd(cmd2);
   EXPECT_NE(r.output.find("launcher=143"), std::string::npos) << r.output << ms::testing::slurp(out);
+}
+
+TEST_F(Launcher, SighupStopsTheRanksLikeSigterm) {
+  // Closing the launch's terminal (SIGHUP) must not kill the ranks: they get SIGTERM (a training
+  // run saves at its next step boundary), answer it and exit 0, and so does the launcher.
+  const std::string out = path("out.txt");
+  const std::string script = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+  const std::string cmd = ": >" + out + "; " + launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
+                          "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
+                          "kill -HUP $L; wait $L; echo launcher=$?";
+  const CmdResult r = run_cmd(cmd);
+  const std::string text = ms::testing::slurp(out);
+  EXPECT_NE(r.output.find("launcher=0"), std::string::npos) << r.output << text;
+  EXPECT_NE(text.find("[rank 0] got TERM"), std::string::npos) << text;
+  EXPECT_NE(text.find("[rank 1] got TERM"), std::string::npos) << text;
+  EXPECT_NE(text.find("every rank exited 0"), std::string::npos) << text;
 }
 
 TEST_F(Launcher, RedisStoreIsStartedAndStopped) {
