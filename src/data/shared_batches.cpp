@@ -41,17 +41,22 @@ constexpr int64_t kPollNs = 20'000'000;  // longest futex sleep between liveness
 // ---- signal-safe cleanup of the attach window --------------------------------------------------
 // The name being set up; the handler unlinks it (shm_unlink is a plain unlink of /dev/shm/<name>)
 // and re-raises the signal with the previous disposition.
+// g_pending says whether g_pending_name is set (read by MachineBatchFeed::unlink_attaching from any
+// thread or handler).
 char g_pending_name[64] = {0};
+std::atomic<bool> g_pending{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 struct sigaction g_old_term, g_old_int;
 
 void unlink_pending_and_reraise(int sig) {
-  if (g_pending_name[0]) shm_unlink(g_pending_name);
+  if (g_pending.load(std::memory_order_acquire)) shm_unlink(g_pending_name);
   sigaction(sig, sig == SIGTERM ? &g_old_term : &g_old_int, nullptr);
   raise(sig);
 }
 
 void install_cleanup(const std::string& name) {
   std::snprintf(g_pending_name, sizeof g_pending_name, "%s", name.c_str());
+  g_pending.store(true, std::memory_order_release);
   struct sigaction sa {};
   sa.sa_handler = unlink_pending_and_reraise;
   sigemptyset(&sa.sa_mask);
@@ -62,7 +67,7 @@ void install_cleanup(const std::string& name) {
 void remove_cleanup() {
   sigaction(SIGTERM, &g_old_term, nullptr);
   sigaction(SIGINT, &g_old_int, nullptr);
-  g_pending_name[0] = 0;
+  g_pending.store(false, std::memory_order_release);
 }
 
 // ---- process identity ---------------------------------------------------------------------------
@@ -142,6 +147,10 @@ struct MachineBatchFeed::Header {
   std::atomic<int32_t> needs[kMaxLocal];      // per local rank: reads tokens
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
+
+void MachineBatchFeed::unlink_attaching() noexcept {
+  if (g_pending.load(std::memory_order_acquire)) shm_unlink(g_pending_name);
+}
 
 std::string MachineBatchFeed::segment_name(const std::string& job_key) {
   return fmt::format("/megascale-data-{}-{:016x}", getuid(), job_hash(job_key));

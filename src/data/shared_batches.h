@@ -19,7 +19,8 @@
 //  - Nothing is left in /dev/shm: the segment is named segment_name(job_key), and the last local
 //    rank to attach unlinks the name before any rank leaves its constructor (the mappings stay
 //    valid, so a later SIGKILL of any rank leaves nothing); it is also unlinked on every error and
-//    destruction path, and by a SIGTERM / SIGINT handler during the attach window. If local rank 0
+//    destruction path, and by a SIGTERM / SIGINT handler during the attach window (a program that
+//    takes signals itself, or ends with _Exit, calls unlink_attaching() first). If local rank 0
 //    is SIGKILLed inside that window, the ranks already attached name it and remove the name (when
 //    it is still their segment); otherwise the next run's producer removes and recreates it. A rank
 //    never attaches to a segment whose creator is dead (pid + start time, zombies count as dead) or
@@ -83,6 +84,11 @@ class MachineBatchFeed {
   static std::string segment_name(const std::string& job_key);
   // Local ranks attached to the segment of that name; -1 when there is none (diagnostics, tests).
   static int attached_ranks(const std::string& segment);
+  // Removes the name of the segment a feed of this process is attaching to, if one is inside its
+  // attach window (else does nothing). Async-signal-safe and callable from any thread: for a process
+  // about to end without unwinding (_Exit, as the trainer does on the driver's SIGUSR1), whose
+  // feed's own SIGTERM / SIGINT handler never runs.
+  static void unlink_attaching() noexcept;
 
  private:
   struct Header;

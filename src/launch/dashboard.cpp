@@ -34,12 +34,11 @@ void fail(httplib::Response& res, const std::string& what) {
 }  // namespace
 
 Dashboard::Dashboard(const DashboardOptions& opt)
-    : opt_(opt), status_(opt.world), server_(std::make_unique<httplib::Server>()), tail_(std::make_unique<Tail>()) {
+    : opt_(opt), status_(opt.world), server_(std::make_unique<DashboardServer>(opt.limits)),
+      tail_(std::make_unique<Tail>()) {
   MS_CHECK(opt.port >= 0 && opt.port <= 65535, "dashboard port {} is out of range 0..65535", opt.port);
+  // Methods, body sizes, request deadlines and workers: dashboard_server.h.
   httplib::Server& s = *server_;
-  // A few workers: the page polls one endpoint; browsers open up to six connections at load.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  s.set_keep_alive_timeout(1);
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second launch could bind
   // a port already serving another dashboard and split its requests silently.
   s.set_socket_options([](socket_t sock) {
@@ -99,10 +98,19 @@ Dashboard::~Dashboard() {
 }
 
 std::string Dashboard::url() const {
-  const std::string host = opt_.bind == "0.0.0.0" || opt_.bind.empty() ? "127.0.0.1"
+  const std::string host = opt_.bind.empty() ? "0.0.0.0"
                            : opt_.bind.find(':') != std::string::npos ? "[" + opt_.bind + "]"
                                                                        : opt_.bind;
   return fmt::format("http://{}:{}/", host, port_);
+}
+
+std::string Dashboard::exposure_warning() const {
+  const std::string& b = opt_.bind;
+  if (b == "localhost" || b == "::1" || b.rfind("127.", 0) == 0) return "";
+  const bool every = b.empty() || b == "0.0.0.0" || b == "::";
+  return fmt::format("the dashboard listens on {}:{}{} and has no authentication: anyone who can reach that port "
+                     "can read all that the page, /api/status and /metrics show",
+                     b.empty() ? "0.0.0.0" : b, port_, every ? " (every interface)" : "");
 }
 
 void Dashboard::poll_now() {

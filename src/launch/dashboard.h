@@ -8,6 +8,7 @@
 // A poller thread learns the run's folder from `<launch_dir>/run.json` (written by rank 0, with
 // `out_dir`, `records_dir`, `world`, `config`) and tails the records there (obs/record_reader.h's
 // RecordTail) every `poll` interval; the launcher reports the ranks' processes.
+// The server's limits (GET/HEAD only, bodies capped, per-request deadlines): dashboard_server.h.
 // Guarantees: the constructor throws an ms::Error naming the address when it cannot listen; a
 // missing or malformed run.json or record line shows as an error in the status, never ends the
 // launch; the destructor stops the poller and the server (no thread outlives it).
@@ -19,11 +20,8 @@
 #include <string>
 #include <thread>
 
+#include "launch/dashboard_server.h"
 #include "launch/job_status.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace ms::launch {
 
@@ -34,6 +32,7 @@ struct DashboardOptions {
   std::string launch_dir;       // where rank 0 writes run.json
   int world = 1;
   std::chrono::milliseconds poll{500};
+  DashboardServerLimits limits;  // request deadline, body cap, workers (dashboard_server.h)
 };
 
 class Dashboard {
@@ -44,8 +43,12 @@ class Dashboard {
   Dashboard& operator=(const Dashboard&) = delete;
 
   int port() const { return port_; }
-  // "http://127.0.0.1:PORT/" (the bind address; 127.0.0.1 for 0.0.0.0).
+  // "http://<bind>:PORT/": the address it really listens on ("http://0.0.0.0:PORT/" for every
+  // interface; an IPv6 address in brackets).
   std::string url() const;
+  // "" on a loopback address; else a sentence saying the page is open to whoever reaches the port
+  // (there is no authentication), which the launch prints as a warning.
+  std::string exposure_warning() const;
   JobStatus& status() { return status_; }
   // Reads run.json and the records once more now (the launch ended: the last records are in).
   void poll_now();

@@ -4,8 +4,9 @@
 // consumer, the files read once per machine (the producer's count, not once per rank); a stalled or
 // killed producer named within the timeout, also a local rank 0 killed inside the attach window and
 // one whose files are bad (every rank gets the reason); nothing left in /dev/shm afterwards, also
-// after a SIGKILLed or SIGTERMed rank; a planted stale segment replaced; a resumed feed starts at the
-// loader's position.
+// after a SIGKILLed or SIGTERMed rank, and after a training rank stopped by the driver (SIGUSR1,
+// which ends it with _Exit) inside the attach window; a planted stale segment replaced; a resumed
+// feed starts at the loader's position.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,10 +17,12 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/processes.h"
 #include "common/test_util.h"
 #include "data/dataloader.h"
 #include "data/shared_batches.h"
@@ -296,3 +299,41 @@ TEST_F(SharedBatches, EveryRankGetsTheReasonWhenTheFilesAreBadOrTheShapesDiffer)
 }
 
 }  // namespace
+
+namespace {
+
+std::set<std::string> data_segments() {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("megascale-data-", 0) == 0) names.insert(e.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST_F(SharedBatches, ATrainingRankStoppedByTheDriverInTheAttachWindowLeavesNothing) {
+  // `megascale train` told it has a second local rank that never comes: it waits in the attach
+  // window with its segment in /dev/shm; the driver's recovery stop (SIGUSR1) ends it with _Exit,
+  // which runs no destructor: the name must still go.
+  std::ofstream(path("cfg.toml")) << "[model]\nn_layer = 1\nn_head = 2\nn_embd = 32\nvocab_size = 300\n"
+                                     "max_seq_len = 8\n[train]\nsteps = 2\nbatch_size = 2\nseq_len = 8\n"
+                                     "eval_every = 0\nsample_tokens = 0\nthreads = 1\nout_dir = \""
+                                  << path("run") << "\"\n[data]\ntrain = \"" << path("train.bin")
+                                  << "\"\nval = \"\"\nloader_timeout_s = 120\n";
+  const std::set<std::string> before = data_segments();
+  const auto start = ms::testing::Clock::now();
+  ms::testing::Proc p = ms::testing::spawn({MEGASCALE_BINARY, "train", path("cfg.toml")},
+                                           {{"LOCAL_WORLD_SIZE", "2"}}, path("train.out"));
+  std::string seg;
+  ms::testing::wait_all({&p}, start, 60, [&] {
+    for (const auto& n : data_segments())
+      if (!before.count(n)) seg = n;
+    return !seg.empty();
+  });
+  ASSERT_FALSE(seg.empty()) << "no segment appeared: " << p.output();
+  ASSERT_FALSE(p.done) << p.output();
+  ::kill(p.pid, SIGUSR1);
+  ms::testing::wait_all({&p}, start, 60);
+  EXPECT_EQ(p.code, 128 + SIGUSR1) << p.output();
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + seg)) << "SIGUSR1 left " << seg << " behind";
+}

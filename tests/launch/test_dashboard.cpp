@@ -3,8 +3,16 @@
 // files, rank 2's forward 20% slower): the JSON status (step, ranks, heatmap, the straggler),
 // /metrics through Python's prometheus_client parser sampled twice (counters only grow), the page
 // in headless chromium driven by puppeteer-core (the step shown, rank 2 highlighted; a screenshot
-// in <build>/test_artifacts/), the launch folder's life cycle, and JobStatus on its own.
+// in <build>/test_artifacts/), the launch folder's life cycle, and JobStatus on its own. The server's
+// limits (dashboard_server.h): only GET and HEAD, bodies capped (refused before they are read), a
+// client dribbling its headers cut off at the request deadline; the address it really listens on
+// and the warning that there is no authentication.
+#include <arpa/inet.h>   // htonl
+#include <netinet/in.h>  // sockaddr_in
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>  // stat
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +26,7 @@
 
 #include "common/processes.h"
 #include "common/test_util.h"
+#include "launch/dashboard.h"
 #include "launch/job_status.h"
 
 namespace {
@@ -215,6 +224,129 @@ TEST_F(Dashboard, LingerKeepsServingAfterTheEndWithExitStates) {
   l.wait(20);
   EXPECT_EQ(l.proc().code, 0) << l.proc().output();
   EXPECT_LT(l.proc().end_s, 25);
+}
+
+// A TCP connection to 127.0.0.1:port (-1 on failure).
+int connect_to(int port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  if (::connect(s, (sockaddr*)&a, sizeof a) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Everything the server sends until it closes the connection (or limit_s passes).
+std::string read_until_closed(int s, double limit_s) {
+  std::string got;
+  const auto t0 = Clock::now();
+  char buf[4096];
+  while (ms::testing::seconds_since(t0) < limit_s) {
+    pollfd p{s, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(s, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, (size_t)n);
+  }
+  return got;
+}
+
+ms::launch::DashboardOptions local_dashboard() {
+  ms::launch::DashboardOptions o;
+  o.bind = "127.0.0.1";
+  o.port = 0;
+  return o;
+}
+
+TEST(DashboardServer, OnlyGetAndHeadAreServed) {
+  ms::launch::Dashboard d(local_dashboard());
+  httplib::Client cli("127.0.0.1", d.port());
+  cli.set_read_timeout(10);
+  auto get = cli.Get("/api/status");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200);
+  auto head = cli.Head("/metrics");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  auto refused = [](const httplib::Result& res, const char* method) {
+    ASSERT_TRUE(res) << method;
+    EXPECT_EQ(res->status, 405) << method;
+    EXPECT_EQ(res->get_header_value("Allow"), "GET, HEAD") << method;
+  };
+  refused(cli.Post("/api/status", "x", "text/plain"), "POST");
+  refused(cli.Put("/metrics", "x", "text/plain"), "PUT");
+  refused(cli.Delete("/api/status"), "DELETE");
+  refused(cli.Patch("/", "x", "text/plain"), "PATCH");
+}
+
+TEST(DashboardServer, LargeBodiesAreRefusedBeforeTheyAreRead) {
+  ms::launch::Dashboard d(local_dashboard());
+  // A 256 MiB POST (its first 64 KiB sent): 405 at once, and the connection closed.
+  // A GET announcing a body over the cap: 413, the same way.
+  const std::string chunk(65536, 'x');
+  for (const std::string method : {"POST", "GET"}) {
+    const int s = connect_to(d.port());
+    ASSERT_GE(s, 0);
+    const std::string head = method + " /api/status HTTP/1.1\r\nHost: x\r\nContent-Length: 268435456\r\n\r\n";
+    ASSERT_EQ(::send(s, head.data(), head.size(), MSG_NOSIGNAL), (ssize_t)head.size());
+    ::send(s, chunk.data(), chunk.size(), MSG_NOSIGNAL);  // the server may already have closed
+    const std::string reply = read_until_closed(s, 30);
+    ::close(s);
+    EXPECT_EQ(reply.rfind(method == "POST" ? "HTTP/1.1 405" : "HTTP/1.1 413", 0), 0u) << method << ": " << reply;
+  }
+}
+
+TEST(DashboardServer, AClientDribblingItsHeadersIsCutOffAtTheDeadline) {
+  ms::launch::DashboardOptions o = local_dashboard();
+  o.limits.request_timeout = std::chrono::milliseconds(1000);
+  ms::launch::Dashboard d(o);
+  // One header line every 100 ms (each within the read timeout), 100 lines in all: the server must
+  // close the connection before the headers end instead of waiting for them.
+  const int s = connect_to(d.port());
+  ASSERT_GE(s, 0);
+  std::string line = "GET /api/status HTTP/1.1\r\nHost: x\r\n";
+  bool closed = false;
+  std::string reply;
+  for (int i = 0; i < 100 && !closed; i++) {
+    if (::send(s, line.data(), line.size(), MSG_NOSIGNAL) < 0) closed = true;
+    pollfd p{s, POLLIN, 0};
+    if (!closed && ::poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      const ssize_t n = ::recv(s, buf, sizeof buf, 0);
+      if (n > 0) reply.append(buf, (size_t)n);
+      closed = n <= 0;
+    }
+    line = "X-Slow-" + std::to_string(i) + ": 1\r\n";
+  }
+  ::close(s);
+  EXPECT_TRUE(closed) << "a client sending a header line every 100 ms held a worker for 10 s: " << reply;
+  EXPECT_EQ(reply.find("HTTP/1.1 200"), std::string::npos) << reply;
+  // The server still answers others.
+  httplib::Client cli("127.0.0.1", d.port());
+  auto res = cli.Get("/api/status");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST(DashboardServer, EveryInterfaceIsPrintedAsSuchWithAWarning) {
+  ms::launch::DashboardOptions o = local_dashboard();
+  ms::launch::Dashboard loopback(o);
+  EXPECT_EQ(loopback.url(), "http://127.0.0.1:" + std::to_string(loopback.port()) + "/");
+  EXPECT_EQ(loopback.exposure_warning(), "");
+  o.bind = "0.0.0.0";
+  ms::launch::Dashboard every(o);
+  EXPECT_EQ(every.url(), "http://0.0.0.0:" + std::to_string(every.port()) + "/");
+  EXPECT_NE(every.exposure_warning().find("no authentication"), std::string::npos) << every.exposure_warning();
+  // What `megascale launch` prints.
+  const ms::testing::CmdResult r =
+      ms::testing::run_cmd(kBin + " launch -n 1 --dashboard-bind 0.0.0.0 -- /bin/true 2>&1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(dashboard at http://0\.0\.0\.0:\d+/)"))) << r.output;
+  EXPECT_NE(r.output.find("no authentication"), std::string::npos) << r.output;
 }
 
 // JobStatus alone: rank states from wait statuses, counters, the thinned curves.
