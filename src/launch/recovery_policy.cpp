@@ -30,7 +30,9 @@ Blame blame_hang(const std::vector<HangCulprit>& culprits, const std::vector<int
   std::vector<std::pair<int, std::string>> hosts;  // (host, reason), first culprit per host
   for (const HangCulprit& c : culprits) {
     const std::string seg = !c.segment.empty() ? c.segment : segment_in_words(c.why);
-    if (is_storage_segment(seg)) {
+    // A frozen process (stopped or starved: diagnose's "was not scheduled") is its host's, wherever it is.
+    const bool frozen = c.why.find("was not scheduled") != std::string::npos;
+    if (is_storage_segment(seg) && !frozen) {
       storage.push_back(fmt::format("rank {} was stuck in {}", c.rank, seg));
       continue;
     }

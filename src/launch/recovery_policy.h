@@ -3,7 +3,9 @@
 // processes (tests/launch/test_driver_policy.cpp):
 //  - blame_hang: which hosts a hang diagnosis' culprits are blamed on. A culprit stuck in a
 //    checkpoint segment ("checkpoint-stage1", ...) is a storage fault, not a host fault: its host is
-//    kept. Culprits on every active host (two or more) are a shared cause: nobody is excluded.
+//    kept (unless its process was frozen: "was not scheduled", a stopped or starved process is its
+//    host's wherever it stopped). Culprits on every active host (two or more) are a shared cause:
+//    nobody is excluded.
 //  - blame_selfchecks: which hosts the self-check verdicts exclude. When every checked host failed
 //    the same way (two or more hosts, or one whose checks did not run), the cause is shared (the
 //    store, the network, the software): nobody is excluded.

@@ -142,6 +142,17 @@ class DriverJob {
     return spawn(argv(name, hosts, nproc, extra_launch, extra_train), e, dir_ + "/" + name + ".out");
   }
 
+  // Starts any command line as run `name` (e.g. a shell pipeline around argv(name, ...)), with the
+  // job's marker and `env`; finish(name, ...) reads its results.
+  Proc start_command(const std::string& name, const std::vector<std::string>& command,
+                     const std::map<std::string, std::string>& env = {}) {
+    shm_before_ = shm_segments();
+    std::map<std::string, std::string> e = env;
+    e["MEGASCALE_TEST_MARK"] = mark(name);
+    started_ = Clock::now();
+    return spawn(command, e, dir_ + "/" + name + ".out");
+  }
+
   DriverRun finish(const std::string& name, Proc& p, double limit_s) {
     wait_all({&p}, started_, limit_s);
     DriverRun r;

@@ -5,7 +5,8 @@
 // nothing of the job is left (driver_runs.h). Faults: a rank SIGKILLed in forward, backward, the
 // optimizer, checkpoint stage 1 and stage 2, and by kill -9 from outside; a rank stopped (SIGSTOP,
 // localized by the hang dumps, its host replaced by a spare); two ranks killed at once; a NaN loss; a
-// deterministic failure (stops after 3 tries); SIGTERM to the driver.
+// deterministic failure (stops after 3 tries); SIGTERM to the driver; a killed store server; output
+// that nobody reads for a while.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -367,6 +368,68 @@ TEST(DriverFaults, LostHeartbeatExcludesTheHost) {
   EXPECT_EQ(r.of("attempt_start").at(1)["hosts"], nlohmann::json::array({0, 2}));
   for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
   job.expect_clean_slate("hb");
+}
+
+// The rendezvous store's redis-server dies while the job trains (issue 22): the driver's watch
+// starts a new one, so the next fault's self-checks can rendezvous and no healthy host is excluded
+// (before: every host's checks failed, every host was excluded and the job ended).
+TEST(DriverFaults, AKilledStoreServerIsRestartedAndTheNextRecoveryExcludesNobody) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  Proc p = job.start("deadstore", kHosts, 2, {{"MEGASCALE_FAULT", "sleep:rank=0:step=3:seconds=3;crash:rank=1:step=6"}},
+                     {"--store", "redis"});
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 60 && slurp(job.dir() + "/deadstore/log.jsonl").find("\"step\":2") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The driver's child named redis-server (redis rewrites its own environment: no marker to find).
+  std::vector<int> servers;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.empty() || !std::isdigit((unsigned char)pid[0])) continue;
+    const std::string stat = slurp("/proc/" + pid + "/stat");
+    const size_t close = stat.rfind(')');
+    if (stat.find("(redis-server") == std::string::npos || close == std::string::npos) continue;
+    if (std::stoi(stat.substr(stat.find(' ', close + 2) + 1)) == p.pid) servers.push_back(std::stoi(pid));
+  }
+  ASSERT_EQ(servers.size(), 1u);
+  ::kill(servers[0], SIGKILL);
+  const DriverRun r = job.finish("deadstore", p, 240);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(r.of("store_restarted").empty()) << r.output;
+  EXPECT_TRUE(r.of("host_excluded").empty()) << r.output;
+  EXPECT_FALSE(r.of("fault_detected").empty()) << r.output;
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  job.expect_clean_slate("deadstore");
+}
+
+// `megascale launch ... 2>&1 | { sleep 8; cat; }` (issue 22): nobody reads the driver's output for 8 s
+// while every rank prints 2000 lines first (far more than the pipes hold) and then trains. The loops
+// queue and drop lines instead of blocking: training goes on and no host loses its heartbeat
+// (before: the driver blocked printing, the executors blocked behind it, and when the reader came
+// the driver found the beats late and excluded a healthy host).
+TEST(DriverFaults, UnreadOutputNeitherStallsTrainingNorEvictsAHost) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  std::vector<std::string> launch = job.argv("unread", kHosts, 2);
+  const auto dash = std::find(launch.begin(), launch.end(), "--");
+  ASSERT_NE(dash, launch.end());
+  std::vector<std::string> train(dash + 2, launch.end());  // after "--" and "train"
+  launch.erase(dash + 1, launch.end());
+  launch.insert(launch.end(), {"/bin/sh", "-c", "seq -f 'filler %g ........................................"
+                                                "..............................................' 2000; exec \"$@\"",
+                               "sh", MEGASCALE_BINARY, "train"});
+  launch.insert(launch.end(), train.begin(), train.end());
+  std::vector<std::string> cmd = {"/bin/bash", "-c", "set -o pipefail; \"$@\" 2>&1 | { sleep 8; cat; }", "bash"};
+  cmd.insert(cmd.end(), launch.begin(), launch.end());
+  Proc p = job.start_command("unread", cmd);
+  const DriverRun r = job.finish("unread", p, 240);
+  ASSERT_EQ(r.code, 0) << r.output.substr(r.output.size() > 4000 ? r.output.size() - 4000 : 0);
+  EXPECT_TRUE(r.of("fault_detected").empty()) << r.events.size() << " events";
+  EXPECT_TRUE(r.of("host_excluded").empty());
+  ASSERT_EQ(r.losses.size(), base.losses.size());
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  EXPECT_NE(r.output.find("[rank 0] filler 1 "), std::string::npos);
+  job.expect_clean_slate("unread");
 }
 
 // A bad config fails every rank before the first step: reported, not retried.

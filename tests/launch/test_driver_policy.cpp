@@ -49,6 +49,12 @@ TEST(DriverPolicy, ACulpritStuckInACheckpointSegmentIsAStorageFault) {
   b = blame_hang({words}, {0, 1});
   EXPECT_EQ(b.cause, "storage");
   EXPECT_TRUE(b.exclude.empty());
+  // A frozen process (SIGSTOP) is its host's even in a checkpoint segment.
+  const HangCulprit frozen{1, 0, "its process was not scheduled for 5.0 s (stopped or starved) while the others waited",
+                           "checkpoint-stage1"};
+  b = blame_hang({frozen}, {0, 1});
+  EXPECT_EQ(b.cause, "host");
+  EXPECT_EQ(b.exclude.size(), 1u);
   // A culprit in a compute segment is its host's fault.
   const HangCulprit compute{1, 0, "its process was not scheduled for 5.0 s", "forward"};
   b = blame_hang({compute}, {0, 1, 2});
