@@ -122,6 +122,7 @@ class Driver {
       d.world = wanted_hosts_ * opt.nproc_per_host;
       dash_ = std::make_unique<Dashboard>(d);
       dlog().info("dashboard at {}", dash_->url());
+      if (const std::string w = dash_->exposure_warning(); !w.empty()) dlog().warn("{}", w);
     }
   }
 
