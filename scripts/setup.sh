@@ -13,13 +13,13 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config
   libdnnl-dev libpcre2-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libfmt-dev libspdlog-dev libgtest-dev libgmock-dev libxxhash-dev libzstd-dev
   libgloo-dev libhiredis-dev redis-server libopenmpi-dev openmpi-bin
-  libcpp-httplib-dev
-  openssh-client openssh-server)
+  libcpp-httplib-dev)
 # What the tests and benchmarks add: PyTorch as the oracle, a real BLAS for the benchmark's PyTorch
 # (the system default is netlib's reference), Chromium and the Prometheus client for the dashboard's
-# browser and scrape tests.
+# browser and scrape tests, and OpenSSH for the ssh host-launcher test (its own sshd on loopback).
 if [ "$mode" = all ]; then
-  APT_PKGS+=(python3-torch python3-numpy libopenblas0-openmp chromium python3-prometheus-client)
+  APT_PKGS+=(python3-torch python3-numpy libopenblas0-openmp chromium python3-prometheus-client
+    openssh-client openssh-server)
 fi
 # npm: the machine's Node.js may already bring it (NodeSource); take Debian's only when absent.
 command -v npm >/dev/null 2>&1 || APT_PKGS+=(nodejs npm)
