@@ -100,7 +100,7 @@ class Executor {
     MS_SYSCHECK(devnull_ >= 0, "open /dev/null");
     devnull_w_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     MS_SYSCHECK(devnull_w_ >= 0, "open /dev/null");
-    chan_ = std::make_unique<OutputQueue>(1, 4 << 20);
+    chan_ = std::make_unique<OutputQueue>(1, 256 << 10);  // a beat waits behind at most 256 KiB of lines
     err_ = std::make_unique<OutputQueue>(2, 1 << 20, fmt::format("megascale executor {}: ", opt.host));
     beat_.host = opt.host;
     beat_.hostname = hostname();

@@ -402,6 +402,43 @@ TEST(DriverFaults, AKilledStoreServerIsRestartedAndTheNextRecoveryExcludesNobody
   job.expect_clean_slate("deadstore");
 }
 
+// The launch command of run `name` whose ranks first print 2000 lines each (far more than a pipe
+// holds), then train.
+std::vector<std::string> chatty_launch(DriverJob& job, const std::string& name) {
+  std::vector<std::string> launch = job.argv(name, kHosts, 2);
+  const auto dash = std::find(launch.begin(), launch.end(), "--");
+  std::vector<std::string> train(dash + 2, launch.end());  // after "--" and "train"
+  launch.erase(dash + 1, launch.end());
+  launch.insert(launch.end(), {"/bin/sh", "-c", "seq -f 'filler %g ........................................"
+                                                "..............................................' 2000; exec \"$@\"",
+                               "sh", MEGASCALE_BINARY, "train"});
+  launch.insert(launch.end(), train.begin(), train.end());
+  return launch;
+}
+
+// A driver stopped (SIGSTOP) for 8 s while its ranks print and train (issue 22): the executors do
+// not block behind it, and when it resumes it judges heartbeat and progress ages on its own loop's
+// clock: no fault, no host excluded, no step repeated (before: the executors blocked on their full
+// channels and the resumed driver found the beats late and excluded a healthy host).
+TEST(DriverFaults, AStoppedDriverResumesWithoutAFault) {
+  DriverJob& job = shared_job();
+  const DriverRun& base = baseline(job);
+  Proc p = job.start_command("sigstop", chatty_launch(job, "sigstop"));
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 60 && slurp(job.dir() + "/sigstop-logs/events.jsonl").find("attempt_start") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(::kill(p.pid, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // > --heartbeat-timeout 5 and --stall-min 4
+  ::kill(p.pid, SIGCONT);
+  const DriverRun r = job.finish("sigstop", p, 240);
+  ASSERT_EQ(r.code, 0) << r.output.substr(r.output.size() > 4000 ? r.output.size() - 4000 : 0);
+  EXPECT_TRUE(r.of("fault_detected").empty());
+  EXPECT_TRUE(r.of("host_excluded").empty());
+  EXPECT_EQ(r.summary.value("steps_repeated", -1), 0);
+  for (const auto& [step, loss] : base.losses) EXPECT_EQ(r.losses.at(step), loss) << step;
+  job.expect_clean_slate("sigstop");
+}
+
 // `megascale launch ... 2>&1 | { sleep 8; cat; }` (issue 22): nobody reads the driver's output for 8 s
 // while every rank prints 2000 lines first (far more than the pipes hold) and then trains. The loops
 // queue and drop lines instead of blocking: training goes on and no host loses its heartbeat
@@ -410,15 +447,7 @@ TEST(DriverFaults, AKilledStoreServerIsRestartedAndTheNextRecoveryExcludesNobody
 TEST(DriverFaults, UnreadOutputNeitherStallsTrainingNorEvictsAHost) {
   DriverJob& job = shared_job();
   const DriverRun& base = baseline(job);
-  std::vector<std::string> launch = job.argv("unread", kHosts, 2);
-  const auto dash = std::find(launch.begin(), launch.end(), "--");
-  ASSERT_NE(dash, launch.end());
-  std::vector<std::string> train(dash + 2, launch.end());  // after "--" and "train"
-  launch.erase(dash + 1, launch.end());
-  launch.insert(launch.end(), {"/bin/sh", "-c", "seq -f 'filler %g ........................................"
-                                                "..............................................' 2000; exec \"$@\"",
-                               "sh", MEGASCALE_BINARY, "train"});
-  launch.insert(launch.end(), train.begin(), train.end());
+  const std::vector<std::string> launch = chatty_launch(job, "unread");
   std::vector<std::string> cmd = {"/bin/bash", "-c", "set -o pipefail; \"$@\" 2>&1 | { sleep 8; cat; }", "bash"};
   cmd.insert(cmd.end(), launch.begin(), launch.end());
   Proc p = job.start_command("unread", cmd);
