@@ -12,7 +12,8 @@
 // Recovery: every rank is stopped (SIGCONT + SIGUSR1 to each process group: a hang dump and exit
 // without saving; SIGKILL after `stop_grace`); for a hang, `megascale diagnose`'s culprits' hosts are
 // excluded; self-checks run on every remaining host (selfcheck_plan.h) and hosts that fail are
-// excluded; spare hosts replace excluded ones, and without spares data parallelism shrinks to the
+// excluded — except for a shared cause (recovery_policy.h: a culprit stuck in a checkpoint segment
+// is storage; every host failing the same way, or silent at once, excludes nobody); spare hosts replace excluded ones, and without spares data parallelism shrinks to the
 // healthy hosts (the ranks reshard the checkpoint when they resume); the ranks restart from the
 // newest valid checkpoint (train.resume = auto) with MEGASCALE_RESTART_COUNT = the attempt. The same
 // failure (kind and step) `same_failure_limit` times in a row, or `max_restarts` restarts, ends the
@@ -22,6 +23,10 @@
 // Every decision goes to the event log (event_log.h) in <log_dir>/events.jsonl; the end writes
 // <log_dir>/summary.json and prints the summary: faults, restarts, steps repeated, excluded hosts
 // and the effective training time ratio (ETTR = the final trajectory's step time / wall time).
+// The rendezvous store is watched: a dead redis-server of the driver's is started again, a store
+// that cannot be reached ends the job ("rendezvous store unreachable"). The loop never blocks on
+// its output (output_queue.h: rank lines dropped when nobody reads) and judges heartbeat, progress
+// and traffic ages on its own loop clock (anomaly.h LoopClock: a stopped driver blames no one).
 // Guarantees: nothing outlives the driver: executors are its children in process groups of their
 // own that die with it (and end their ranks when the control channel closes); the rendezvous store
 // and the driver's folders are removed at the end.

@@ -12,7 +12,10 @@
 //    last step, loss, tokens/s and segment times (tailing the ranks' record files), the bytes its
 //    ranks' collectives and sends/receives moved since the last beat, and the ranks' log lines that
 //    match the error / warning / fault patterns; rank stdout lines go to the driver as `line`
-//    messages, rank stderr to the executor's stderr, prefixed "[rank k] ";
+//    messages, rank stderr to the executor's stderr, prefixed "[rank k] "; both through bounded
+//    queues written by threads (output_queue.h), so a driver that does not read never blocks the
+//    loop: lines are dropped, beats are not (a beat waits while the last one is still queued, and
+//    the next carries the news of both);
 //  - stops the ranks (`stop`): SIGCONT and the signal to every process group, SIGKILL after the
 //    grace (a stopped process too); a finished attempt's process groups are always SIGKILLed too, so
 //    no grandchild outlives it;
