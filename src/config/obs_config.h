@@ -14,7 +14,7 @@ namespace ms {
   X(int, flush_ms, 1000, "a background thread appends the new records to the rank's file this often (milliseconds)") \
   X(int, summary_every, 10, "every N steps the log shows min / median / max of each segment across ranks, with the rank of the max, and names stragglers (0 = never)") \
   X(float, straggler_margin, 0.10f, "a rank is slow in a segment when its time exceeds the median of its peers (the ranks of its pipeline stage) by more than this fraction (default obs/straggler.h kStragglerMargin, derived from measured noise: docs/observability.md, Stragglers)") \
-  X(int, straggler_window, 30, "steps over which a rank's slowness is judged: slow in at least half of them = chronic lag, fewer = one-off stalls (default obs/straggler.h kStragglerWindow)") \
+  X(int, straggler_window, 30, "steps over which a rank's slowness is judged: slow in at least 60% of them = chronic lag, fewer = one-off stalls (default obs/straggler.h kStragglerWindow)") \
   X(int, realign_every, 500, "re-measure the ranks' clock offsets (against rank 0, through the communicator) every N steps (0 = only at start-up)") \
   X(bool, watchdog, true, "a watchdog thread per rank: an operation past its deadline (parallel.timeout_s) dumps the rank's recent collectives and current segment to <train.out_dir>/hang/ and ends the rank with exit code 86") \
   X(float, watchdog_grace_s, 2.0f, "the watchdog acts this long after an operation's deadline, leaving the engine's own timeout the first word")

@@ -381,7 +381,7 @@ std::string JobStatus::prometheus_text() const {
       w.sample("megascale_segment_ms", fmt::format("{},segment=\"{}\"", rank_label(k), prom_label(seg)), v);
   const Heatmap h = heatmap_locked();
   w.family("megascale_straggler", "gauge",
-           "1 for each (rank, segment) slow against its peers in at least half of the window's steps (chronic)");
+           "1 for each (rank, segment) slow against its peers in at least 60% of the window's steps (chronic)");
   for (const Straggler& s : h.stragglers)
     if (s.chronic)
       w.sample("megascale_straggler", fmt::format("{},segment=\"{}\"", rank_label(s.rank), prom_label(s.segment)), 1);

@@ -68,9 +68,10 @@ std::vector<Straggler> find_stragglers(const SegmentTable& t, const StragglerOpt
       s.rank = t.ranks[r];
       s.segment = t.segments[g];
       excess.clear();
+      const double min_ms = s.segment == kComputeSegment ? opt.min_wall_ms : opt.min_ms;
       for (size_t c = first; c < S; c++) {
         const double q = ratio[(r * S + c) * G + g];
-        if (!std::isfinite(q) || t.at(r, c, g) / q < opt.min_ms) continue;
+        if (!std::isfinite(q) || t.at(r, c, g) / q < min_ms) continue;
         s.judged_steps++;
         excess.push_back(q - 1);
         if (q - 1 > opt.margin && waits_least(t, r, c, peers)) {
@@ -80,9 +81,9 @@ std::vector<Straggler> find_stragglers(const SegmentTable& t, const StragglerOpt
       }
       if (s.slow_steps == 0) continue;
       s.median_excess = median(excess);
-      // Chronic: slow in at least half of the judged steps, once half a window is in (fewer steps,
-      // e.g. the first summary's, are too few to tell lag from noise).
-      s.chronic = s.slow_steps * 2 >= s.judged_steps && s.judged_steps * 2 >= opt.window;
+      // Chronic: slow in at least kChronicShare of the judged steps, once half a window is in
+      // (fewer steps, e.g. the first summary's, are too few to tell lag from noise).
+      s.chronic = s.slow_steps >= kChronicShare * s.judged_steps && s.judged_steps * 2 >= opt.window;
       out.push_back(s);
     }
   // A rank chronic in a segment is named there; its compute-wall row would say it again.

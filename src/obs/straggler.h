@@ -11,11 +11,11 @@
 // A rank is slow in a row at a step when its time exceeds the median of its peers' by more than
 // `margin` and, where the table has the step's communication waits, its wait is at most its
 // peers' median wait (the straggler arrives last and waits least; a rank that waited longer than
-// its peers was not the one waited for). Steps where the peers' median is below `min_ms` are not
-// judged. Over the last `window` steps, a rank slow in at least half of the steps it has data for
-// is a chronic straggler once at least half a window of steps is judged; slow in fewer (but at
-// least one) steps, or over fewer steps: one-off stalls. A rank chronic in
-// a segment is not named again for "compute". Collectives are never judged: a collective's time
+// its peers was not the one waited for). Steps where the peers' median is below `min_ms` (the
+// compute row: `min_wall_ms`) are not judged. Over the last `window` steps, a rank slow in at
+// least kChronicShare (60%) of the steps it has data for is a chronic straggler once at least half
+// a window of steps is judged; slow in fewer (but at least one) steps, or over fewer steps: one-off stalls. A
+// rank chronic in a segment is not named again for "compute". Collectives are never judged: a collective's time
 // includes the wait for the slowest member, so it would name the ranks that wait, not the one
 // they wait for. A rank without peers (a class of one) is never judged.
 #pragma once
@@ -53,6 +53,9 @@ struct SegmentTable {
 // `megascale heatmap` and the dashboard default to them.
 inline constexpr double kStragglerMargin = 0.10;
 inline constexpr int kStragglerWindow = 30;
+// The share of a window's judged steps a chronic straggler is slow in: a clean rank under outside
+// load was slow in up to 53% of 30 steps, a rank stopped 30 ms of every 100 ms in 57..80%.
+inline constexpr double kChronicShare = 0.6;
 
 // The row of the compute segments' summed wall time.
 inline constexpr const char* kComputeSegment = "compute";
@@ -63,6 +66,10 @@ struct StragglerOptions {
   // Cells whose peers' median is below this many ms are not judged: sub-millisecond segments vary
   // by tens of percent with caches and scheduling alone (measured: a 0.4 ms optimizer step +-40%).
   double min_ms = 1.0;
+  // The same for the kComputeSegment (wall time) row: wall time moves in scheduler quanta of a few
+  // ms, so a step's compute under this many ms is noise (measured: ~20 ms of compute per step
+  // varied +-20% over 20-step windows with 4 ranks on 2 cores, ~95 ms within +-7% mostly).
+  double min_wall_ms = 20.0;
 };
 
 struct Straggler {
@@ -70,7 +77,7 @@ struct Straggler {
   std::string segment;
   int slow_steps = 0;     // steps of the window in which the rank was slow
   int judged_steps = 0;   // steps of the window with data for the rank and at least one peer
-  bool chronic = false;   // slow_steps * 2 >= judged_steps, and judged_steps * 2 >= the window
+  bool chronic = false;   // slow_steps >= kChronicShare * judged_steps, and judged_steps * 2 >= the window
   double median_excess = 0;  // median over the judged steps of time / peers' median - 1
   int worst_step = -1;    // the step of the largest excess, and that excess
   double worst_excess = 0;
