@@ -109,7 +109,8 @@ Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorag
     at += 3 * (r.hi - r.lo);
     slots_.push_back(std::move(s));
   }
-  buf_.resize(std::max<size_t>(at, 1));
+  buf_elems_ = std::max<size_t>(at, 1);
+  bufs_[0].resize(buf_elems_);  // the second when a save first queues behind another
 
   // What every manifest of this run shares.
   base_.model_hash = model_config_hash(cfg_.model);
@@ -133,7 +134,7 @@ Checkpointer::~Checkpointer() {
   if (std::uncaught_exceptions() > 0) abandon_.store(true);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !busy_; });
+    cv_.wait(lock, [&] { return jobs_.empty(); });
     stop_ = true;
   }
   cv_.notify_all();
@@ -144,20 +145,23 @@ Checkpointer::~Checkpointer() {
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
 
 std::pair<bool, bool> Checkpointer::at_boundary(bool a, bool b) {
-  bool failed = false, busy = false;
+  bool failed[2] = {false, false}, full = false, work = false;
   {
+    // One snapshot under the lock: a writer frees its buffer together with setting its failure,
+    // so a failure is always announced before a save that could reuse its parity starts.
     std::lock_guard<std::mutex> lock(mu_);
-    failed = std::exchange(unannounced_failure_, 0) > 0;
-    busy = busy_;
+    for (int k = 0; k < 2; k++) failed[k] = std::exchange(unannounced_[k], false);
+    full = buf_used_[0] && buf_used_[1];
+    work = !jobs_.empty();
   }
-  // One snapshot under the lock: a writer that finished a failed save is idle only together with
-  // its failure taken here, so an announcement always concerns the save in flight at rank 0.
-  const std::vector<bool> any = any_rank_each(world_, {a, b, failed, busy});
-  if (any[2]) {
+  const std::vector<bool> any = any_rank_each(world_, {a, b, failed[0], failed[1], full, work});
+  if (any[2] || any[3]) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (busy_) announced_failure_.store(job_.step);
+    for (const Job& j : jobs_)
+      if (any[2 + j.seq % 2]) announced_[j.seq % 2].store(j.seq);
   }
-  busy_anywhere_ = any[3];
+  full_anywhere_ = any[4];
+  work_anywhere_ = any[5];
   return {any[0], any[1]};
 }
 
@@ -165,17 +169,17 @@ void Checkpointer::drain() {
   if (!world_ || world_->size() == 1) {
     wait_idle();  // one process: rank 0 waits for no marker
   } else {
-    for (at_boundary(false, false); busy_anywhere_; at_boundary(false, false))
+    for (at_boundary(false, false); work_anywhere_; at_boundary(false, false))
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  busy_anywhere_ = false;
+  full_anywhere_ = work_anywhere_ = false;
 }
 
 Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
   TraceScope span("checkpoint-stage1");
   const Stopwatch watch;
   Stage1Stats st;
-  if (busy_anywhere_) {  // agreed at this boundary: every rank skips
+  if (full_anywhere_) {  // agreed at this boundary: every rank skips
     st.skipped = true, st.in_flight = last_save_;
     st.seconds = watch.seconds();
     return st;
@@ -185,19 +189,20 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
            runs.size());
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (busy_) {
+    if (buf_used_[0] && buf_used_[1]) {  // not after an agreement said otherwise; kept as a guard
       const Stopwatch w;
-      cv_.wait(lock, [&] { return !busy_; });
+      cv_.wait(lock, [&] { return !(buf_used_[0] && buf_used_[1]); });
       st.waited_seconds = w.seconds();
     }
-    job_ = Job{step, data, tokens, loss, 0.0};
-    runs_ = std::move(runs);
-    busy_ = true;
-    copy_pending_ = true;
+    const int b = buf_used_[0] ? 1 : 0;
+    if (bufs_[b].size() < buf_elems_) bufs_[b].resize(buf_elems_);  // no thread uses a free buffer
+    buf_used_[b] = true;
+    Job job{step, data, tokens, loss, 0.0, next_seq_++, b, false, std::move(runs)};
+    jobs_.push_back(std::move(job));
   }
   cv_.notify_all();
   last_save_ = step;
-  busy_anywhere_ = true;  // until the next agreement
+  full_anywhere_ = true, work_anywhere_ = true;  // until the next agreement
   for (const Slot& s : slots_) st.bytes += 3 * (s.hi - s.lo) * sizeof(float);
   if (!cfg_.checkpoint.async) {
     const Stopwatch w;
@@ -210,29 +215,41 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
 
 double Checkpointer::finish_stage1() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!copy_pending_) return 0;
+  auto all_copied = [&] {
+    for (const Job& j : jobs_)
+      if (!j.copied) return false;
+    return true;
+  };
+  if (all_copied()) return 0;
   TraceScope span("checkpoint-stage1-wait");
   const Stopwatch w;
-  cv_.wait(lock, [&] { return !copy_pending_; });
+  cv_.wait(lock, all_copied);
   return w.seconds();
 }
 
 void Checkpointer::copier_main() {
   restore_thread_affinity();  // not the CPU the training thread was pinned to; normal priority
   for (;;) {
-    int step = 0;
+    int step = 0, b_index = 0;
+    int64_t seq = 0;
     std::vector<StateRun> runs;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return copy_pending_ || stop_; });
-      if (!copy_pending_) return;
-      step = job_.step;
-      runs = runs_;
+      auto next = [&]() -> Job* {
+        for (Job& j : jobs_)
+          if (!j.copied) return &j;
+        return nullptr;
+      };
+      cv_.wait(lock, [&] { return next() || stop_; });
+      Job* j = next();
+      if (!j) return;
+      step = j->step, b_index = j->buf, seq = j->seq;
+      runs = j->runs;
     }
     const Stopwatch w;
     ckpt_fault_point("slow_copy", who_.rank, step);
     ckpt_fault_point("stage1", who_.rank, step);
-    float* b = buf_.data();
+    float* b = bufs_[b_index].data();
     for (size_t i = 0; i < runs.size(); i++) {
       const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at;
       std::memcpy(b + at, runs[i].param, n * sizeof(float));
@@ -242,8 +259,8 @@ void Checkpointer::copier_main() {
     if (ckpt_fault_point("nan_state", who_.rank, step) && !slots_.empty()) b[slots_[0].at] = std::nanf("");
     {
       std::lock_guard<std::mutex> lock(mu_);
-      job_.copy_seconds = w.seconds();
-      copy_pending_ = false;
+      for (Job& j : jobs_)
+        if (j.seq == seq) j.copy_seconds = w.seconds(), j.copied = true, j.runs.clear();
     }
     cv_.notify_all();
   }
@@ -251,7 +268,7 @@ void Checkpointer::copier_main() {
 
 void Checkpointer::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return jobs_.empty(); });
 }
 
 std::vector<SaveOutcome> Checkpointer::take_outcomes() {
@@ -266,27 +283,29 @@ void Checkpointer::writer_main() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return (busy_ && !copy_pending_) || stop_; });
-      if (!busy_) return;
-      job = job_;
+      cv_.wait(lock, [&] { return (!jobs_.empty() && jobs_.front().copied) || (stop_ && jobs_.empty()); });
+      if (jobs_.empty()) return;
+      const Job& front = jobs_.front();
+      job = Job{front.step, front.data, front.tokens, front.loss, front.copy_seconds, front.seq, front.buf, true, {}};
     }
     const Stopwatch watch;
     std::vector<ManifestFile> recs;
-    SaveOutcome out = write_own(job, recs);
+    SaveOutcome out = write_own(job, bufs_[job.buf].data(), recs);
     const bool own_failed = !out.ok;
     if (who_.rank == 0) out = commit(job, out, std::move(recs));
     out.seconds = watch.seconds();
     {
       std::lock_guard<std::mutex> lock(mu_);
       outcomes_.push_back(std::move(out));
-      busy_ = false;
-      if (own_failed && who_.rank != 0) unannounced_failure_ = job.step;  // told at the next boundary
+      jobs_.pop_front();
+      buf_used_[job.buf] = false;
+      if (own_failed && who_.rank != 0) unannounced_[job.seq % 2] = true;  // told at the next boundary
     }
     cv_.notify_all();
   }
 }
 
-SaveOutcome Checkpointer::write_own(const Job& job, std::vector<ManifestFile>& recs) {
+SaveOutcome Checkpointer::write_own(const Job& job, const float* b, std::vector<ManifestFile>& recs) {
   SaveOutcome out;
   out.step = job.step;
   const std::string dir = tmp_dir(job.step), marker = fmt::format("{}/rank-{:05d}", dir, who_.rank);
@@ -294,7 +313,6 @@ SaveOutcome Checkpointer::write_own(const Job& job, std::vector<ManifestFile>& r
     storage_.make_dir(dir);
     ckpt_fault_point("write_error", who_.rank, job.step);
     ckpt_fault_point("slow_write", who_.rank, job.step);
-    const float* b = buf_.data();
     // Non-finite state is never published (the step's norm check makes this rare: it catches
     // what the optimizer itself produced).
     const Stopwatch check_watch;
@@ -384,7 +402,7 @@ std::string Checkpointer::wait_for_markers(const Job& job, Manifest& m) {
         if (problem.empty()) problem = fmt::format("rank {}: {}", r, storage_.read_text(marker + ".failed"));
         break;
       }
-      if (announced_failure_.load() == job.step) {
+      if (announced_[job.seq % 2].load() == job.seq) {
         if (problem.empty())
           problem = "a rank's writer failed this save (announced at a step boundary, needing no disk space; that "
                     "rank's error names the reason)";

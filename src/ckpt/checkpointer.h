@@ -3,9 +3,10 @@
 // state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its ZeRO
 // pieces or TP part) to a copier thread that copies it into a host snapshot buffer allocated once,
 // while the next step's forward and backward run (CheckFreq): the state changes only in the next
-// optimizer update, which calls finish_stage1() first. A save whose predecessor is still being
-// persisted on any rank (agreed at the step boundary, at_boundary()) is skipped with a message,
-// never waited for in the step; drain() (before a final save and at the end) waits outside steps.
+// optimizer update, which calls finish_stage1() first. Two snapshot buffers (the second allocated
+// when first needed): a save may queue behind one still being persisted; a save finding both taken
+// on any rank (agreed at the step boundary, at_boundary()) is skipped with a message, never waited
+// for in the step; drain() (before a final save and at the end) waits outside steps.
 // Stage 2 (a background writer thread at low CPU and I/O priority, not pinned to the training
 // thread's CPU): refuses a snapshot holding NaN/Inf, writes the rank's safetensors file into the
 // save's temporary folder (".tmp-step-<N>-<nonce>", fsynced), then a marker with the file's record
@@ -21,6 +22,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -105,6 +107,10 @@ class Checkpointer {
     uint64_t tokens = 0;
     float loss = 0;
     double copy_seconds = 0;  // the stage-1 copy (copier thread)
+    int64_t seq = 0;          // the save's number in this run (the same on every rank)
+    int buf = 0;              // its snapshot buffer
+    bool copied = false;      // stage 1 done
+    std::vector<StateRun> runs;  // what the copier copies
   };
   struct Slot {  // one state run's place in the snapshot buffer and in the file
     int chunk = 0;
@@ -117,7 +123,8 @@ class Checkpointer {
   };
   void copier_main();
   void writer_main();
-  SaveOutcome write_own(const Job& job, std::vector<ManifestFile>& recs);  // this rank's file(s) and marker
+  // this rank's file(s) and marker, from snapshot b
+  SaveOutcome write_own(const Job& job, const float* b, std::vector<ManifestFile>& recs);
   // rank 0: manifest, publish, latest, retention; own_files: its own file records (no marker read)
   SaveOutcome commit(const Job& job, const SaveOutcome& own, std::vector<ManifestFile> own_files);
   std::string wait_for_markers(const Job& job, Manifest& m);  // rank 0: the other ranks' records, or the problem
@@ -130,21 +137,25 @@ class Checkpointer {
   CheckpointRank who_;
   std::string nonce_;
   std::vector<Slot> slots_;
-  AlignedBuffer<float> buf_;
+  AlignedBuffer<float> bufs_[2];
+  size_t buf_elems_ = 1;
   Manifest base_;  // what every manifest shares (tensors, layout, config, model hash)
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool busy_ = false, stop_ = false;
-  bool copy_pending_ = false;             // the copier has not finished this save's copy
-  std::vector<StateRun> runs_;            // what the copier copies
+  bool stop_ = false;
+  std::deque<Job> jobs_;                  // saves handed over and not finished, oldest first (at most 2)
+  bool buf_used_[2] = {false, false};
   std::atomic<bool> abandon_{false};  // unwinding: rank 0 stops waiting for other ranks' markers
   Communicator* world_ = nullptr;         // the boundary agreements (training thread only)
-  int unannounced_failure_ = 0;           // this rank's writer failed a save not yet announced (its step)
-  std::atomic<int> announced_failure_{0}; // a failure of save <step> was announced: rank 0 stops waiting
-  bool busy_anywhere_ = false;            // agreed at the last boundary: a save is in flight on some rank
+  // Failures travel by the parity of the save's number: at most two saves are in flight, and a
+  // rank's failure is announced before a third can start (it has no free buffer until then).
+  bool unannounced_[2] = {false, false};  // this rank's writer failed a save of this parity
+  std::atomic<int64_t> announced_[2] = {-1, -1};  // rank 0: the save (seq) whose failure was announced
+  bool full_anywhere_ = false;            // agreed at the last boundary: no free buffer on some rank
+  bool work_anywhere_ = false;            // agreed at the last boundary: a save in flight on some rank
   int last_save_ = 0;                     // the step of the last save started (the same on every rank)
-  Job job_;
+  int64_t next_seq_ = 0;
   std::vector<SaveOutcome> outcomes_;
   std::thread copier_, writer_;
 };
