@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -342,6 +343,17 @@ TEST_F(DriverStore, AKilledRedisServerIsStartedAgain) {
   EXPECT_TRUE(ms::redis_ping("127.0.0.1", port, store.password(), milliseconds(2000)).ok());
   EXPECT_EQ(store.heal(true), "");
   (void)url;
+}
+
+TEST_F(DriverStore, AFileStoreWhoseFolderWentIsMadeAgain) {
+  Janitor janitor(MEGASCALE_BINARY);
+  JobStore store("file", dir_.string(), "heal", janitor);
+  EXPECT_EQ(store.heal(true), "");
+  const std::string folder = store.url().substr(5);  // "file:<folder>"
+  std::filesystem::remove_all(folder);
+  EXPECT_TRUE(has(store.heal(false), "made again"));
+  EXPECT_TRUE(std::filesystem::is_directory(folder));
+  EXPECT_EQ(store.heal(false), "");
 }
 
 TEST_F(DriverStore, AnOutsideStoreThatDoesNotAnswerIsUnreachable) {
