@@ -68,13 +68,14 @@ std::vector<Straggler> find_stragglers(const SegmentTable& t, const StragglerOpt
       s.rank = t.ranks[r];
       s.segment = t.segments[g];
       excess.clear();
-      const double min_ms = s.segment == kComputeSegment ? opt.min_wall_ms : opt.min_ms;
+      const bool wall = s.segment == kComputeSegment;
+      const double min_ms = wall ? opt.min_wall_ms : opt.min_ms;
       for (size_t c = first; c < S; c++) {
         const double q = ratio[(r * S + c) * G + g];
         if (!std::isfinite(q) || t.at(r, c, g) / q < min_ms) continue;
         s.judged_steps++;
         excess.push_back(q - 1);
-        if (q - 1 > opt.margin && waits_least(t, r, c, peers)) {
+        if (q - 1 > opt.margin && (!wall || waits_least(t, r, c, peers))) {
           s.slow_steps++;
           if (s.worst_step < 0 || q - 1 > s.worst_excess) s.worst_step = t.steps[c], s.worst_excess = q - 1;
         }

@@ -9,9 +9,11 @@
 //    are in CPU time): CPU time lost to a noisy neighbour or a descheduler, which CPU time does
 //    not see.
 // A rank is slow in a row at a step when its time exceeds the median of its peers' by more than
-// `margin` and, where the table has the step's communication waits, its wait is at most its
-// peers' median wait (the straggler arrives last and waits least; a rank that waited longer than
-// its peers was not the one waited for). Steps where the peers' median is below `min_ms` (the
+// `margin`; in the compute (wall) row also, where the table has the step's communication waits,
+// its wait must be at most its peers' median wait (the straggler arrives last and waits least; a
+// rank whose compute wall time grew but that waited longer than its peers was not the one waited
+// for). Extra CPU time is extra work whatever the waits (a step's waits vary by more than a 20%
+// forward's few ms). Steps where the peers' median is below `min_ms` (the
 // compute row: `min_wall_ms`) are not judged. Over the last `window` steps, a rank slow in at
 // least kChronicShare (60%) of the steps it has data for is a chronic straggler once at least half
 // a window of steps is judged; slow in fewer (but at least one) steps, or over fewer steps: one-off stalls. A
