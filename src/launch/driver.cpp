@@ -453,9 +453,11 @@ class Driver {
     }
     if (const Blame b = blame_heartbeats(ages, opt_.heartbeat_timeout_s); b.cause == "shared")
       return begin_recovery({"heartbeat", b.note, -1, -1});
-    else if (!b.exclude.empty())
-      return begin_recovery({"heartbeat", fmt::format("{} from host {} ({})", b.exclude[0].second, b.exclude[0].first,
-                                                      hosts_[(size_t)b.exclude[0].first].spec.name), -1, b.exclude[0].first});
+    else if (!b.exclude.empty()) {
+      const auto& [host, why] = b.exclude[0];
+      return begin_recovery({"heartbeat", fmt::format("{} from host {} ({})", why, host, hosts_[(size_t)host].spec.name),
+                             -1, host});
+    }
     if (const auto worst = root_cause(failed)) {
       if (first_failure_ == Clock::time_point{}) first_failure_ = now;
       if (now - first_failure_ < std::chrono::milliseconds(500) && ended < world_) return;
@@ -566,7 +568,8 @@ class Driver {
       for (const auto& [host, why] : b.exclude) exclude(hosts_[(size_t)host], why);
       if (b.cause == "storage" || b.cause == "shared") faults_.back().kind = b.cause, last_fault_ = faults_.back();
       if (!b.note.empty()) dlog().warn("{}", b.note);
-      events_->log("hang_diagnosis", {{"culprits", culprits}, {"notes", d.notes}, {"cause", b.cause}, {"note", b.note}});
+      events_->log("hang_diagnosis",
+                   {{"culprits", culprits}, {"notes", d.notes}, {"cause", b.cause}, {"note", b.note}});
     } catch (const std::exception& e) {
       events_->log("hang_diagnosis", {{"error", e.what()}});
     }

@@ -72,7 +72,8 @@ AttemptPlan plan_attempt(const std::vector<int>& healthy, int wanted);
 
 class RetryPolicy {
  public:
-  RetryPolicy(int same_failure_limit, int max_restarts) : same_limit_(same_failure_limit), max_restarts_(max_restarts) {}
+  RetryPolicy(int same_failure_limit, int max_restarts)
+      : same_limit_(same_failure_limit), max_restarts_(max_restarts) {}
   // A fault whose ranks are stopped: the reason to end the job, or nullopt to recover. `step`: the
   // step the job had reached; `startup_error`: every rank of the first attempt failed before a step.
   std::optional<std::string> after_fault(const FaultRecord& f, int restarts, bool startup_error);

@@ -39,14 +39,16 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 TEST(DriverPolicy, ACulpritStuckInACheckpointSegmentIsAStorageFault) {
   // The full-disk case: rank 1 (host 0) never reaches the collective; its dump says checkpoint-stage1.
-  const HangCulprit stuck{1, 0, "never entered all_reduce on 'dp' seq 41 (no op there in its dump)", "checkpoint-stage1"};
+  const HangCulprit stuck{1, 0, "never entered all_reduce on 'dp' seq 41 (no op there in its dump)",
+                          "checkpoint-stage1"};
   Blame b = blame_hang({stuck}, {0, 1, 2});
   EXPECT_EQ(b.cause, "storage");
   EXPECT_TRUE(b.exclude.empty());
   EXPECT_TRUE(has(b.note, "storage")) << b.note;
   EXPECT_TRUE(has(b.note, "checkpoint-stage1")) << b.note;
   // The same from the diagnosis' words alone (no segment read from a dump).
-  const HangCulprit words{1, 0, "never entered all_reduce on 'dp' seq 41 (no op; its current segment: checkpoint-stage1-wait)", ""};
+  const HangCulprit words{
+      1, 0, "never entered all_reduce on 'dp' seq 41 (no op; its current segment: checkpoint-stage1-wait)", ""};
   b = blame_hang({words}, {0, 1});
   EXPECT_EQ(b.cause, "storage");
   EXPECT_TRUE(b.exclude.empty());
@@ -144,7 +146,8 @@ TEST(DriverPolicy, EveryHostFailingTheSameWayExcludesNobody) {
   b = blame_selfchecks({{0, false, "self-check not run: rendezvous timed out", "not run"}});
   EXPECT_TRUE(b.exclude.empty());
   // Every host reporting a wrong result: the same software everywhere, not every machine broken.
-  b = blame_selfchecks({{0, false, "GEMM check: wrong result", "wrong"}, {1, false, "GEMM check: wrong result", "wrong"}});
+  const HostVerdict wrong0{0, false, "GEMM check: wrong result", "wrong"};
+  b = blame_selfchecks({wrong0, {1, false, "GEMM check: wrong result", "wrong"}});
   EXPECT_EQ(b.cause, "shared");
   EXPECT_TRUE(b.exclude.empty());
   // One host failing while others pass: that host.
@@ -154,7 +157,7 @@ TEST(DriverPolicy, EveryHostFailingTheSameWayExcludesNobody) {
   EXPECT_EQ(b.exclude[0].first, 1);
   EXPECT_TRUE(has(b.exclude[0].second, "self-check: ")) << b.exclude[0].second;
   // Every host failing, but in different ways: each one.
-  b = blame_selfchecks({{0, false, "GEMM check: wrong result", "wrong"}, {1, false, "self-check not run: x", "not run"}});
+  b = blame_selfchecks({wrong0, {1, false, "self-check not run: x", "not run"}});
   EXPECT_EQ(b.exclude.size(), 2u);
   // A lone host with a wrong result is excluded.
   b = blame_selfchecks({{0, false, "GEMM check: wrong result", "wrong"}});
