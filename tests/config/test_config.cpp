@@ -122,7 +122,7 @@ TEST(ConfigPrecision, AutoResolvesAtLoadToTheCpusBf16Units) {
   const bool units = cpu_has_amx_bf16() || cpu_has_avx512_bf16();
   EXPECT_EQ(c.train.precision, units ? DType::kBF16 : DType::kF32);
   const std::string toml = to_toml(c);
-  EXPECT_NE(toml.find(units ? "precision = \"bf16\"" : "precision = \"fp32\""), std::string::npos) << toml;
+  EXPECT_NE(toml.find(units ? "precision = 'bf16'" : "precision = 'fp32'"), std::string::npos) << toml;
   Config t;
   load_toml_text(t, "[train]\nprecision = \"auto\"\n", "inline");
   EXPECT_EQ(t.train.precision, c.train.precision);
