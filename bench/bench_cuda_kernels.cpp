@@ -5,6 +5,9 @@
 // fp32 (true fp32) and bf16, and their two backward GEMMs in bf16; the ceilings: a device-to-
 // device copy (bytes read + written) and an 8192^3 bf16 GEMM; the elementwise kernels' GB/s,
 // counting the fewest bytes each must move (each input read once, each output written once).
+// Attention (flash-style, causal) forward and backward at B = 16, T = 1024, 12 heads of 64, fp32
+// and bf16 operands, full and sliding (W = 256: shape suffix "w256"); FLOPs counted on the attended
+// (query, key) pairs only: 4 * HS per pair forward, 2.5x that backward (FlashAttention's convention).
 // bench/torch_ops_cuda.py times PyTorch on the same ops, shapes and byte counts; bench/gpu_table.py
 // joins both. Timing: CUDA events around each call, 3 warm-ups, median of 20. Inputs are random
 // (never zeros). Needs a CUDA device (exits 2 naming why when none opens).
@@ -156,6 +159,29 @@ void bench_elementwise(std::mt19937& g) {
     emit("embedding_bwd", "fp32", sh, median_ms([&] { cuda::embedding_backward(dwte.data(), dwpe.data(), dout.data(), did.data(), 16, 1024, kC, kVp, {}); }), 0, 3.0 * nc * 4);
   }
 }
+void bench_attention(std::mt19937& g) {
+  const int B = 16, T = 1024, C = 768, NH = 12, HS = C / NH;
+  const size_t n3 = static_cast<size_t>(B) * T * 3 * C, no = n3 / 3, nl = static_cast<size_t>(B) * NH * T;
+  auto qkv = rand_buf<float>(n3, g), dout = rand_buf<float>(no, g);
+  DeviceBuffer<float> out(no), lse(nl), dqkv(n3);
+  for (const int W : {0, 256}) {
+    double pairs = 0;  // attended (query, key) pairs of one head
+    for (int t = 0; t < T; ++t) pairs += W > 0 ? std::min(t + 1, W) : t + 1;
+    const double fwd_flops = 4.0 * HS * pairs * B * NH;
+    std::string sh = dims(B, T, C);  // appended piecewise: GCC 12 warns falsely on "w" + std::string&&
+    if (W > 0) {
+      sh += 'w';
+      sh += std::to_string(W);
+    }
+    for (const bool bf16 : {false, true}) {
+      const auto fwd = bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward;
+      const auto bwd = bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward;
+      const char* dt = bf16 ? "bf16" : "fp32";
+      emit("attn_fwd", dt, sh, median_ms([&] { fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, W, {}); }), fwd_flops, 0);
+      emit("attn_bwd", dt, sh, median_ms([&] { bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, W, {}); }), 2.5 * fwd_flops, 0);
+    }
+  }
+}
 }  // namespace
 
 int main() {
@@ -173,6 +199,7 @@ int main() {
     std::mt19937 g(std::random_device{}());
     bench_gemms(g);
     bench_elementwise(g);
+    bench_attention(g);
     ms::device_sync();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_kernels: %s\n", e.what());

@@ -5,7 +5,9 @@ same GPU in the same command, one JSON object per line (python's json module):
 GEMMs as torch.matmul (fp32 with TF32 off: true fp32, as megascale's; bf16 operands, as autocast
 runs them), F.layer_norm, F.gelu(approximate="tanh") and its backward, F.cross_entropy forward +
 backward, .to(bfloat16), fused AdamW on one tensor of GPT-2 124M's size, the embedding lookup, a
-device copy and the 8192^3 bf16 ceiling. Timing: CUDA events, 3 warm-ups, median of 20. Random
+device copy and the 8192^3 bf16 ceiling; attention forward and backward (F.scaled_dot_product_attention
+on (B, NH, T, HS) tensors, causal: bf16 on the flash backend, fp32 on the backend torch picks (flash has
+no fp32); the sliding window W=256 as a boolean mask, which rules the flash backend out). Timing: CUDA events, 3 warm-ups, median of 20. Random
 inputs. Usage: torch_ops_cuda.py [--out FILE]
 """
 import argparse
@@ -101,6 +103,37 @@ def bench_elementwise(out):
          nbytes=3.0 * nc * 4)
 
 
+def bench_attention(out):
+    dev = "cuda"
+    b, t, nh, hs = 16, 1024, 12, 64
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for w in (0, 256):
+        pairs = sum(min(i + 1, w) if w else i + 1 for i in range(t))
+        fwd_flops = 4.0 * hs * pairs * b * nh
+        sh = dims(b, t, nh * hs) + (f"w{w}" if w else "")
+        mask = None
+        if w:
+            i = torch.arange(t, device=dev)
+            mask = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - w)
+        for dt, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+            q, k, v = (torch.randn(b, nh, t, hs, device=dev, dtype=dt).requires_grad_(True) for _ in range(3))
+            do = torch.randn(b, nh, t, hs, device=dev, dtype=dt)
+            backends = [SDPBackend.FLASH_ATTENTION] if (dt == torch.bfloat16 and not w) else \
+                [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+            try:
+                with sdpa_kernel(backends):
+                    f = (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)) if mask is None else \
+                        (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+                    with torch.no_grad():
+                        emit(out, "attn_fwd", name, sh, median_ms(f), fwd_flops)
+                    o = f()
+                    emit(out, "attn_bwd", name, sh,
+                         median_ms(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)), 2.5 * fwd_flops)
+            except RuntimeError as e:
+                print(f"torch_ops_cuda: attention {name} {sh}: {e}", file=sys.stderr)
+            del q, k, v, do
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="-")
@@ -114,6 +147,7 @@ def main():
     with torch.no_grad():
         bench_gemms(out)
     bench_elementwise(out)
+    bench_attention(out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 // cuda_kernels: the CUDA implementations of the kernel entries (src/kernels/cuda/*.cu), beside the
 // CPU ones: the same names and arguments as matmul.h, gemm_bf16.h, layernorm.h, gelu.h,
-// cross_entropy.h and bf16_convert.h, in namespace ms::cuda, with every pointer a DEVICE pointer
+// cross_entropy.h, bf16_convert.h and attention.h, in namespace ms::cuda, with every pointer a DEVICE pointer
 // and a last argument, the stream the work is enqueued on (asynchronous: nothing here waits for
 // the device unless it says so). Plus the embedding's forward/backward and the AdamW update,
 // which have no kernel header on the CPU side yet (the model and optim hold those loops).
@@ -83,5 +83,18 @@ void embedding_forward(float* out, const int* ids, const float* wte, const float
 // in ascending row order (the CPU model's order: the same bits). No atomics.
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* ids, int B, int T,
                         int C, int V, Stream s);
+
+// ---- attention.cu: as attention.h (same layouts, band, lse; dqkv OVERWRITTEN) ----
+// FlashAttention-2 style: 64x64 tiles, online softmax, key tiles outside the sliding window never
+// loaded; backward in two kernels (dK/dV per key tile, dQ per query tile): no atomics, the same
+// bits on every run. fp32 on CUDA-core FMAs; the _bf16 forms round every tile product's operands
+// (Q, K, V, dout, P, dS) to bf16 with fp32 accumulation, as the CPU's. Head size C/NH <= 128.
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window, Stream s);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        int B, int T, int C, int NH, int window, Stream s);
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window,
+                            Stream s);
+void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                             int B, int T, int C, int NH, int window, Stream s);
 
 }  // namespace ms::cuda

@@ -5,7 +5,9 @@
 // the CPU's is); relative L2 <= 1e-5 for fp32 kernels and <= 1e-2 for bf16 operands (the bf16
 // GEMMs land far below: bf16 x bf16 products are exact in fp32 on both sides); each kernel runs
 // twice on the same inputs and must give the same bits. Exact-by-construction kernels (bf16
-// conversion, embedding) must match the CPU bit for bit. Skips where no CUDA device opens (CI).
+// conversion, embedding) must match the CPU bit for bit. Attention (fp32 and bf16 operands) at GPT-2
+// shapes (T = 1024, HS = 64), full and sliding (W = 256; W >= T must give full's bits) and odd
+// shapes (T = 1, T not a multiple of the 64-row tile, HS = 8, 24, 128). Skips where no CUDA device opens (CI).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,7 +20,9 @@
 #include <gtest/gtest.h>
 
 #include "base/bf16.h"
+#include "base/check.h"  // Error
 #include "base/device.h"
+#include "kernels/attention.h"
 #include "kernels/bf16_convert.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_kernels.h"
@@ -443,6 +447,62 @@ TEST_F(CudaKernels, CallErrorsNameTheCall) {
     EXPECT_NE(what.find("cudaMalloc"), std::string::npos) << what;
     EXPECT_NE(what.find("device_cuda.cpp:"), std::string::npos) << what;
   }
+}
+
+struct AttnShape {
+  int B, T, C, NH, W;
+};
+// GPT-2 124M's attention (T = 1024, C = 768, 12 heads of 64), full and sliding, and odd shapes.
+const std::vector<AttnShape> kAttnShapes = {{2, 1024, 768, 12, 0},   {4, 1024, 768, 12, 256}, {1, 1024, 768, 12, 1024},
+                                            {3, 77, 72, 3, 0},       {2, 1, 64, 2, 0},        {1, 200, 32, 4, 50},
+                                            {2, 130, 256, 2, 0},     {1, 300, 96, 2, 2000}};
+std::string name(const char* op, const AttnShape& s) {
+  return std::string(op) + " B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " C" + std::to_string(s.C) +
+         " NH" + std::to_string(s.NH) + " W" + std::to_string(s.W);
+}
+
+// Forward and backward against the CPU kernel; the backward takes the CPU forward's out and lse (so
+// each direction is checked on its own). W >= T must give the bits of W = 0 (the same band).
+void check_attention(bool bf16) {
+  const double tol = bf16 ? 1e-2 : 1e-5;
+  for (const AttnShape& s : kAttnShapes) {
+    const size_t n3 = static_cast<size_t>(s.B) * s.T * 3 * s.C, no = n3 / 3, nl = static_cast<size_t>(s.B) * s.NH * s.T;
+    const auto qkv = randn(n3), dout = randn(no);
+    std::vector<float> rout(no), rlse(nl), rdqkv(n3);
+    (bf16 ? attention_forward_bf16 : attention_forward)(rout.data(), rlse.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.W);
+    (bf16 ? attention_backward_bf16 : attention_backward)(rdqkv.data(), dout.data(), qkv.data(), rout.data(),
+                                                          rlse.data(), s.B, s.T, s.C, s.NH, s.W);
+    auto d_qkv = up(qkv), d_dout = up(dout), d_rout = up(rout), d_rlse = up(rlse);
+    const auto run = [&](int W) {
+      return twice([&] {
+        auto out = poisoned<float>(no), lse = poisoned<float>(nl), dqkv = poisoned<float>(n3);
+        (bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward)(out.data(), lse.data(), d_qkv.data(), s.B,
+                                                                       s.T, s.C, s.NH, W, {});
+        (bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward)(
+            dqkv.data(), d_dout.data(), d_qkv.data(), d_rout.data(), d_rlse.data(), s.B, s.T, s.C, s.NH, W, {});
+        return Outputs{down(out), down(lse), down(dqkv)};
+      });
+    };
+    const Outputs got = run(s.W);
+    const char* p = bf16 ? "attn bf16 " : "attn fp32 ";
+    expect_close(name((std::string(p) + "out").c_str(), s), got[0], rout, tol);
+    expect_close(name((std::string(p) + "lse").c_str(), s), got[1], rlse, tol);
+    expect_close(name((std::string(p) + "dqkv").c_str(), s), got[2], rdqkv, tol);
+    if (s.W >= s.T) {  // a window as long as the sequence is full causal attention
+      const Outputs full = run(0);
+      for (size_t k = 0; k < full.size(); ++k) expect_bits(name("attn W>=T vs W=0", s), got[k], full[k]);
+    }
+  }
+}
+
+TEST_F(CudaKernels, AttentionFp32MatchesCpu) { check_attention(false); }
+TEST_F(CudaKernels, AttentionBf16MatchesCpu) { check_attention(true); }
+
+TEST_F(CudaKernels, AttentionRejectsBadShapes) {
+  DeviceBuffer<float> buf(3 * 2 * 4 * 258);
+  // head size 258 > 128; C not divisible by NH
+  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 258, 1, 0, {}), Error);
+  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 10, 3, 0, {}), Error);
 }
 
 }  // namespace
