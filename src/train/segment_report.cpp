@@ -72,6 +72,11 @@ std::vector<std::pair<std::string, std::string>> SegmentReport::summarize(int st
   // Per step: the summary's wall ms, the judged segments' CPU ms, the step's wait.
   const size_t G0 = segs.size(), J = judged_segments().size(), G = G0 + J + 1, W = steps_.size();
   const int n = world_ ? world_->size() : 1;
+  if (n == 1) {  // nothing to compare across ranks: a single rank's step line says it all
+    steps_.clear();
+    mine_.clear();
+    return out;
+  }
   // Every rank has the same steps since the last summary (end_step runs every step on every rank).
   std::vector<float> all(n * W * G);
   if (world_) world_->all_gather(mine_.data(), all.data(), W * G, DType::kF32);

@@ -42,8 +42,8 @@ class SegmentReport {
   const std::vector<SegmentMs>& end_step(int step, double step_ms);
 
   // What rank 0 should log after end_step(step), when step is a summary step (else empty): the
-  // summary line and one line per straggler (chronic) or stall (one-off). Collective when it is a
-  // summary step. The chronic stragglers of the last summary are in stragglers().
+  // summary line and one line per straggler (chronic) or stall (one-off); nothing with a single
+  // rank (no peers to compare). Collective when it is a summary step. The chronic stragglers of the last summary are in stragglers().
   std::vector<std::pair<std::string, std::string>> summarize(int step);  // (event, text)
   const std::vector<Straggler>& stragglers() const { return stragglers_; }
 

@@ -41,7 +41,9 @@ TEST(TpShapes, PartsPlaceBackIntoTheWholeTensorExactlyOnce) {
           std::vector<float> mark(local.size(), 1.0f), ones(full.size(), 0.0f);
           place_param(s, P, r, mark.data(), ones.data());
           for (size_t k = 0; k < full.size(); k++) hits[k] += ones[k] != 0.0f;
-          if (P > 1) EXPECT_EQ(s.numel() * (s.sharded() ? P : 1), w.numel()) << s.name;
+          if (P > 1) {
+            EXPECT_EQ(s.numel() * (s.sharded() ? P : 1), w.numel()) << s.name;
+          }
         }
         EXPECT_EQ(rebuilt, full) << w.name << " parts " << P;
         const bool sharded = parts[0].specs[i].sharded();

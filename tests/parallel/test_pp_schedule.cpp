@@ -80,7 +80,10 @@ TEST(PpSchedule, TwoStagesThreeMicroBatchesSpelledOut) {
   const PipelineSchedule sch = build_schedule({PipelineScheduleKind::k1F1B, 2, 1, 3, 2});
   auto text = [&](int st) {
     std::string t;
-    for (const PpOp& op : sch.stages[st].ops) t += (t.empty() ? "" : " ") + to_string(op);
+    for (const PpOp& op : sch.stages[st].ops) {
+      if (!t.empty()) t += ' ';
+      t += to_string(op);
+    }
     return t;
   };
   // Stage 0: one warm-up forward; the third activation send reuses the first one's buffer.

@@ -115,7 +115,9 @@ TEST_P(ZeroDp1, FollowsTheSingleProcessOptimizer) {
     const double rel = std::sqrt(num / den);
     std::printf("%s overlap=%d clip=%g (%d steps clipped): %zu of %zu weights differ, max |dw| %.3g, relative L2 %.3g; "
                 "norm %.3g\n", c.optimizer, c.overlap, c.grad_clip, clipped, differ, cr.num_params(), maxd, rel, worst_norm);
-    if (c.grad_clip > 0) EXPECT_GT(clipped, 0) << "clipping never acted: the clipped case is not exercised";
+    if (c.grad_clip > 0) {
+      EXPECT_GT(clipped, 0) << "clipping never acted: the clipped case is not exercised";
+    }
     if (std::string(c.optimizer) == "adamw" && c.grad_clip == 0.0f) {
       EXPECT_EQ(differ, 0u) << "AdamW without clipping is elementwise: ZeRO at dp = 1 must be bit-identical";
     }
