@@ -21,8 +21,10 @@ SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::m
     p.env = store_env;
     p.env["RANK"] = p.env["LOCAL_RANK"] = std::to_string(rank);
     p.env["WORLD_SIZE"] = std::to_string(world);
-    p.env["MEGASCALE_BACKEND"] = world > 1 ? s.backend : "self";
-    p.env["OMP_NUM_THREADS"] = "1";
+    // Values built as strings and moved in: assigning a short literal (operator=(const char*)) trips
+    // GCC 12's false -Wrestrict at -O3 (GCC PR 105651).
+    p.env.insert_or_assign("MEGASCALE_BACKEND", world > 1 ? s.backend : std::string("self"));
+    p.env.insert_or_assign("OMP_NUM_THREADS", std::string("1"));
     c.procs.push_back(std::move(p));
   }
   return c;
