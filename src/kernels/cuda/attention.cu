@@ -114,6 +114,25 @@ __device__ void row_stats(float* sL, float* sD, const Args& a, int b, int h, int
   }
 }
 
+// acc[r][c] += sum_j S[row r, j] * M[j, col c] over one key tile: this thread's 4 rows (ty + 16 r) of
+// the kTile x kTile tile S (row stride kPL) times the kTile x HS tile M (row stride ld), columns
+// tx + 16 c; one fmaf per product in j order, so the result is the same bits on every run.
+template <int NC>
+__device__ __forceinline__ void accumulate_rows_times_tile(float (&acc)[4][NC], const float* S, const float* M, int ld,
+                                                           int HS, int ty, int tx) {
+  for (int j = 0; j < kTile; ++j) {
+    float m[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) m[c] = tx + 16 * c < HS ? M[j * ld + tx + 16 * c] : 0.f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float p = S[(ty + 16 * r) * kPL + j];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) acc[r][c] = fmaf(p, m[c], acc[r][c]);
+    }
+  }
+}
+
 template <int NC, bool R>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(Args a) {
   extern __shared__ float sm[];
@@ -168,17 +187,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Args a) {
       }
     }
     __syncthreads();
-    for (int j = 0; j < kTile; ++j) {
-      float v[NC];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) v[c] = tx + 16 * c < HS ? sV[j * ld + tx + 16 * c] : 0.f;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float p = sP[(ty + 16 * r) * kPL + j];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) o[r][c] = fmaf(p, v[c], o[r][c]);
-      }
-    }
+    accumulate_rows_times_tile<NC>(o, sP, sV, ld, HS, ty, tx);  // O += P V
   }
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -307,17 +316,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Args a) {
     __syncthreads();
     probs_and_grads<R>(nullptr, sdS, sQ, sK, sdO, sV, sL, sD, ld, HS, i0, j0, T, a.window, ty, tx);
     __syncthreads();
-    for (int j = 0; j < kTile; ++j) {  // dQ += dS K
-      float k[NC];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) k[c] = tx + 16 * c < HS ? sK[j * ld + tx + 16 * c] : 0.f;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float ds = sdS[(ty + 16 * r) * kPL + j];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) dq[r][c] = fmaf(ds, k[c], dq[r][c]);
-      }
-    }
+    accumulate_rows_times_tile<NC>(dq, sdS, sK, ld, HS, ty, tx);  // dQ += dS K
   }
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
