@@ -18,4 +18,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1 \
 suppressions=$root/tools/tsan.supp"
 cd "$build"
-ctest --output-on-failure --timeout 1200 -R "${MEGASCALE_TSAN_TESTS:-Comm|RankGrid|RankLayout|DpBuckets|DpLayout|DpEquivalence|TpEquivalence|PpEquivalence|CheckpointResume}" "$@"
+# Left out here: CheckpointResume.SaveBehindABusyWriterIsSkippedAndSaysSo needs a writer slowed (1 s)
+# past two steps; under TSan a step of its model takes longer than that, so the situation it tests
+# never arises (the two-buffer code still runs, race-checked, in the other CheckpointResume tests).
+ctest --output-on-failure --timeout 1200 -R "${MEGASCALE_TSAN_TESTS:-Comm|RankGrid|RankLayout|DpBuckets|DpLayout|DpEquivalence|TpEquivalence|PpEquivalence|CheckpointResume}" \
+  -E "SaveBehindABusyWriterIsSkippedAndSaysSo" "$@"
