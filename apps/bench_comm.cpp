@@ -22,6 +22,7 @@
 #include "comm/communicator.h"  // Communicator
 #include "comm/world.h"          // init_world
 #include "app_paths.h"         // self_executable
+#include "launch/host_launcher.h"  // launch::shell_quote
 #include "launch/launcher.h"
 #include "comm/rank_grid.h"
 #include "base/clock.h"  // SteadyClock
@@ -145,12 +146,6 @@ std::string store_kind(const std::string& store) {
   if (store.rfind("file:", 0) == 0) return "file";
   if (store.rfind("redis://", 0) == 0) return "redis";
   return store.empty() ? "-" : store;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
 }
 
 // Reads the JSON rank 0 of a worker run wrote; throws if it is missing.
@@ -289,7 +284,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
                                   smallest);
     for (const auto& a : worker_args(true, out)) {
       cmd += ' ';
-      cmd += shell_quote(a);
+      cmd += launch::shell_quote(a);
     }
     cmd += " --backend mpi";
     bench_log().info("{} ranks, mpi, bandwidth", smallest);
