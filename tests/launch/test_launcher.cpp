@@ -19,6 +19,7 @@
 
 #include "base/check.h"
 #include "bench_comm.h"
+#include "launch/host_launcher.h"  // shell_quote
 #include "launch/launcher.h"
 #include "common/processes.h"
 #include "common/test_util.h"
@@ -53,12 +54,8 @@ bool alive(long pid) {
   return stat[close + 2] != 'Z' && stat[close + 2] != 'X';
 }
 
-// Single-quotes s for sh.
-std::string q(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
+// Quotes s for sh (the launcher's own quoting, tested in test_host_launcher.cpp).
+std::string q(const std::string& s) { return ms::launch::shell_quote(s); }
 
 std::string launch(const std::string& opts, const std::string& script) {
   return kBin + " launch " + opts + " -- /bin/sh -c " + q(script);
@@ -75,6 +72,15 @@ std::vector<long> numbers_after(const std::string& out, const std::string& key) 
 class Launcher : public ms::testing::TempDirTest {
  protected:
   const char* tag() const override { return "ms_launcher"; }
+  // A shell command: `launch --nproc 2 -- sh -c script` in the background with its output in out
+  // (made before the poll starts: the background job's redirection may come later, and a missing
+  // file would end the poll at once, the launcher then dying before its handlers exist); once both
+  // ranks printed "ready", the launcher gets `kill -<sig>`; prints "launcher=<exit status>".
+  std::string signal_when_ready(const std::string& script, const std::string& out, const std::string& sig) {
+    return ": >" + out + "; " + launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
+           "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
+           "kill -" + sig + " $L; wait $L; echo launcher=$?";
+  }
 };
 
 TEST_F(Launcher, EveryRankGetsItsEnvironment) {
@@ -192,12 +198,7 @@ TEST_F(Launcher, SignalsAreForwarded) {
   // (preemption); a rank that fails after the signal makes it exit 128+15.
   const std::string out = path("out.txt");
   const std::string script = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
-  // The output file exists before the poll starts: the background job's redirection may come later,
-  // and a missing file would end the poll at once (the launcher then dies before its handlers exist).
-  const std::string cmd = ": >" + out + "; " + launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
-                          "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
-                          "kill -TERM $L; wait $L; echo launcher=$?";
-  CmdResult r = run_cmd(cmd);
+  CmdResult r = run_cmd(signal_when_ready(script, out, "TERM"));
   const std::string text = ms::testing::slurp(out);
   EXPECT_NE(r.output.find("launcher=0"), std::string::npos) << r.output << text;
   EXPECT_NE(text.find("[rank 0] got TERM"), std::string::npos) << text;
@@ -206,10 +207,7 @@ TEST_F(Launcher, SignalsAreForwarded) {
   EXPECT_NE(text.find("every rank exited 0"), std::string::npos) << text;
 
   const std::string failing = "trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
-  const std::string cmd2 = ": >" + out + "; " + launch("--nproc 2", failing) + " >" + out + " 2>&1 & L=$!; i=0; " +
-                           "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
-                           "kill -TERM $L; wait $L; echo launcher=$?";
-  r = run_cmd(cmd2);
+  r = run_cmd(signal_when_ready(failing, out, "TERM"));
   EXPECT_NE(r.output.find("launcher=143"), std::string::npos) << r.output << ms::testing::slurp(out);
 }
 
@@ -218,10 +216,7 @@ TEST_F(Launcher, SighupStopsTheRanksLikeSigterm) {
   // run saves at its next step boundary), answer it and exit 0, and so does the launcher.
   const std::string out = path("out.txt");
   const std::string script = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
-  const std::string cmd = ": >" + out + "; " + launch("--nproc 2", script) + " >" + out + " 2>&1 & L=$!; i=0; " +
-                          "while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
-                          "kill -HUP $L; wait $L; echo launcher=$?";
-  const CmdResult r = run_cmd(cmd);
+  const CmdResult r = run_cmd(signal_when_ready(script, out, "HUP"));
   const std::string text = ms::testing::slurp(out);
   EXPECT_NE(r.output.find("launcher=0"), std::string::npos) << r.output << text;
   EXPECT_NE(text.find("[rank 0] got TERM"), std::string::npos) << text;
