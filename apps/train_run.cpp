@@ -366,7 +366,7 @@ float run_training(const Config& cfg_in) {
         ckpt.drain();
         const bool failed = any_rank(world, report_saves(ckpt, log));
         log.message("stop", fmt::format("stopped after step {} ({}); train.resume=auto continues from the checkpoint",
-                                        step, signalled ? "SIGTERM/SIGINT" : "train.exit_after"));
+                                        step, signalled ? "SIGTERM/SIGINT/SIGHUP" : "train.exit_after"));
         MS_CHECK(!failed, "step {}: the checkpoint save before stopping failed", step);
         return last;
       }

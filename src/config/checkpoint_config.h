@@ -15,12 +15,12 @@ MS_CONFIG_ENUM(SaveFailurePolicy, {SaveFailurePolicy::kContinue, "continue"}, {S
 
 #define MS_CHECKPOINT_FIELDS(X)                                                                    \
   X(std::string, dir, "", "checkpoint folder (empty = <train.out_dir>/checkpoints): one step-<N> folder per save plus the 'latest' pointer") \
-  X(int, every, 0, "save every N optimizer steps (0 = only on SIGTERM/SIGINT or train.exit_after)")   \
+  X(int, every, 0, "save every N optimizer steps (0 = only on SIGTERM/SIGINT/SIGHUP or train.exit_after)")   \
   X(int, keep_last, 2, "keep the newest K checkpoints (>= 1; the newest valid one is never removed)") \
   X(int, keep_every, 0, "also keep every checkpoint whose step is a multiple of M (0 = none)")       \
   X(bool, async, true, "two-stage save: copy the state into host memory at the step boundary, then a background writer persists it while training goes on (false = persist before the next step)") \
   X(SaveFailurePolicy, on_failure, SaveFailurePolicy::kContinue, "a save that fails (disk full, a rank's write error, non-finite state): 'continue' training (the previous checkpoint stays latest) or 'stop' the run with an error") \
-  X(float, timeout_s, 600.0f, "rank 0 waits at most this long (seconds) for every rank's file of a save before declaring it failed") \
+  X(float, timeout_s, 600.0f, "rank 0 waits at most this long (seconds) for every rank's file of a save before declaring it failed (a rank whose write failed says so at the next step boundary, without needing disk space)") \
   X(bool, broadcast_restore, true, "restore: one rank per data-parallel group reads the shared files and broadcasts them (false = every rank reads; for comparison)")
 
 struct CheckpointConfig { MS_CHECKPOINT_FIELDS(MS_DECLARE_FIELD) };
