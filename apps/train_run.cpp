@@ -42,8 +42,6 @@
 #include "model/hf_export.h"      // export_hf
 #include "obs/timeline.h"         // write_chrome_trace, write_comm_trace
 #include "obs/trace_sink.h"       // TraceSink
-#include "parallel/dp/zero_dp.h"  // ZeroDataParallel
-#include "parallel/tp/tensor_parallel.h"  // TensorParallel
 #include "train/evaluation.h"     // eval_loss
 #include "obs/run_recorder.h"     // record_event
 #include "train/run_log.h"        // RunLog
@@ -184,7 +182,7 @@ float run_training(const Config& cfg_in) {
   resume_in_sight = any_rank(world, resume_in_sight);
   Trainer trainer(cfg, grid ? &grid->dp() : nullptr, grid ? &grid->tp() : nullptr, grid ? &grid->pp() : nullptr,
                   grid ? grid->embedding() : nullptr, /*init_weights=*/!resume_in_sight);
-  MS_CHECK(trainer.needs_tokens() == feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
+  MS_CHECK(trainer.parallel().needs_tokens() == feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
            "whether this stage reads tokens", rank);
   GPT& model = trainer.model();
 
@@ -192,10 +190,10 @@ float run_training(const Config& cfg_in) {
   // training stream continues where it stopped.
   const CheckpointRank who{rank, env.world_size, dp_rank, grid ? grid->coord().tp : 0, stage};
   const RestoreResult restored = restore_checkpoint(
-      cfg, trainer, storage, world, grid ? &grid->dp() : nullptr, who,
+      cfg, trainer.parallel(), storage, world, grid ? &grid->dp() : nullptr, who,
       [&](const std::string& m) { if (rank == 0) log.message("checkpoint", m); });
   int first_step = 1;
-  if (!restored.restored && resume_in_sight) trainer.init_weights_now();
+  if (!restored.restored && resume_in_sight) trainer.parallel().init_weights_now();
   if (restored.restored) {
     first_step = restored.manifest.step + 1;
     feed_opt.start = restored.manifest.data;
@@ -223,26 +221,13 @@ float run_training(const Config& cfg_in) {
   else if (cfg.train.pin_threads)
     log.message("threads", fmt::format("threads not pinned: {} rank(s) x {} thread(s) on this machine exceed its {} "
                                        "usable core(s)", env.local_world_size, threads, omp_get_num_procs()));
-  Checkpointer ckpt(cfg, trainer, storage, world, who, restored.restored ? &restored.manifest : nullptr);
+  Checkpointer ckpt(cfg, trainer.parallel(), storage, world, who, restored.restored ? &restored.manifest : nullptr);
   double stage1_wait_s = 0;  // the optimizer's wait for a stage-1 copy, this step
   trainer.set_before_update([&] { stage1_wait_s = ckpt.finish_stage1(); });
-  if (grid) {
-    const GPT::Footprint fp = model.footprint();
-    const std::string tp_text = cfg.parallel.tp == 1 ? "" : fmt::format(
-        "; tensor parallel: {} parameters and {} logits per rank, sequence parallel {}, {} chunk(s) per region",
-        fp.params, fp.logits, cfg.parallel.sequence_parallel ? "on" : "off",
-        cfg.parallel.sequence_parallel ? cfg.parallel.tp_chunks : 1);
-    const std::string dp_text = !trainer.data_parallel() ? "" : fmt::format(
-        "; ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
-        trainer.data_parallel()->layout().buckets().size(), cfg.parallel.bucket_mb,
-        trainer.data_parallel()->state_bytes() / 1048576.0, cfg.parallel.overlap ? "on" : "off");
-    const std::string pp_text = cfg.parallel.pp == 1 ? "" : fmt::format(
-        "; pipeline: schedule {}, {} chunk(s) of {} layers per stage, {} micro-batches per step",
-        config_name(cfg.parallel.schedule), trainer.num_chunks(), model.num_layers(), cfg.train.grad_accum);
-    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}{}{}", env.world_size,
+  if (grid)
+    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}", env.world_size,
                                         grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, dp,
-                                        cfg.parallel.pp, tp_text, pp_text, dp_text));
-  }
+                                        cfg.parallel.pp, trainer.parallel().describe()));
   // MFU as MegaScale counts it: model FLOP/s over the hardware peak of every rank (cores x FLOP/cycle x
   // measured clock in the run's precision, kernels/hw_peak.h); beside it, the ratio to the GEMM
   // throughput this machine reaches (kernels/gemm_peak.h). Only rank 0 logs, so only rank 0 measures
@@ -318,8 +303,8 @@ float run_training(const Config& cfg_in) {
       r.mfu = hw_gflops > 0 ? model_flops / (hw_gflops * 1e9 * job_ranks) : NAN;
       r.mfu_gemm = gemm_gflops > 0 ? model_flops / (gemm_gflops * 1e9 * job_ranks) : NAN;
       r.precision = precision;
-      if (trainer.data_parallel()) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
-      if (trainer.tensor_parallel()) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
+      if (trainer.parallel().data_parallel_size() > 1) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
+      if (cfg.parallel.tp > 1) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
       if (cfg.parallel.pp > 1) {
         r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
         if (step > 1) idle_sum += r.pp_idle, pp_wait_sum += r.pp_wait_ms;
@@ -388,7 +373,7 @@ float run_training(const Config& cfg_in) {
   ckpt.drain();
   MS_CHECK(!any_rank(world, report_saves(ckpt, log) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop),
            "the final checkpoint save failed and checkpoint.on_failure=stop");
-  trainer.sync_params();
+  trainer.parallel().sync_params();
   log.message("data", fmt::format("this machine's loader read {} samples from the token files ({} per step for "
                                   "the whole data-parallel group, plus up to 4 micro-batches read ahead)",
                                   train.samples_read(), static_cast<uint64_t>(B) * cfg.train.grad_accum * dp));
@@ -401,7 +386,7 @@ float run_training(const Config& cfg_in) {
     grid->pp().all_gather(mine, all.data(), 2, DType::kF32);
     std::string per;
     for (int s = 0; s < P; s++) per += fmt::format("{}stage {}: {:.1f}% idle, {:.1f} ms waited", s ? "; " : "", s, all[2 * s] * 100, all[2 * s + 1]);
-    const int v = trainer.num_chunks(), m = cfg.train.grad_accum;
+    const int v = trainer.parallel().num_chunks(), m = cfg.train.grad_accum;
     log.message("pipeline", fmt::format("mean over steps 2..{}: {} (closed-form bubble (p-1)/(v m) = {:.1f}%)",
                                         cfg.train.steps, per, 100.0 * (P - 1) / (v * m)));
   }
@@ -417,7 +402,7 @@ float run_training(const Config& cfg_in) {
   const bool first_replica = !grid || grid->coord().dp == 0;
   const std::string model_dir = out_dir + "/model";
   std::vector<float> whole;
-  if (split && first_replica) whole = trainer.gather_whole_model();
+  if (split && first_replica) whole = trainer.parallel().gather_whole_model();
   if (rank == 0) {
     if (split) export_hf(cfg.model, whole.data(), model_dir);
     else export_hf(model, model_dir);

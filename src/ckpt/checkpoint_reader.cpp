@@ -85,7 +85,7 @@ std::vector<float> CheckpointReader::whole(const std::string& tensor, StateKind 
   std::vector<float> full(numel_of(manifest_.tensors.at(tensor)));
   // The part's spec under the saving layout: the same model cut into `parts` (the head copy is cut
   // as the token embedding it copies).
-  const std::string spec_name = tensor == kHeadCopyName ? "transformer.wte.weight" : tensor;
+  const std::string spec_name = tensor == kHeadCopyName ? std::string(kTokenEmbeddingName) : tensor;
   auto lit = layouts_.find(parts);
   if (lit == layouts_.end()) lit = layouts_.emplace(parts, build_param_layout(model_, ModelShard{parts, 0})).first;
   const ParamSpec* spec = nullptr;

@@ -24,7 +24,7 @@
 #include "comm/communicator.h"   // Communicator
 #include "model/param_layout.h"  // build_param_layout, ParamSplit
 #include "obs/trace_sink.h"      // TraceScope
-#include "train/trainer.h"       // Trainer, StateRun
+#include "parallel/parallel_model.h"  // ParallelModel, StateRun
 
 namespace ms {
 
@@ -76,9 +76,9 @@ bool is_own_temporary(const std::string& name) {
   return name.size() > 11 && name.starts_with("latest.tmp.") && all_of(11, name.size() - 11, "0123456789");
 }
 
-Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
+Checkpointer::Checkpointer(const Config& cfg, ParallelModel& model, CheckpointStorage& storage, Communicator* world,
                            CheckpointRank who, const Manifest* resumed)
-    : cfg_(cfg), trainer_(trainer), storage_(storage), who_(who), world_(world) {
+    : cfg_(cfg), model_(model), storage_(storage), who_(who), world_(world) {
   // One nonce per run names its temporary folders, so a save never mixes with leftovers of a run
   // that died mid-save (those are removed here, before any rank of this run writes; the folder is
   // this job's alone, ckpt/dir_lock.h). Files of any other kind are left where they are.
@@ -95,10 +95,10 @@ Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorag
   // The snapshot: every state run this rank owns, three arrays each, back to back.
   const int tp = cfg_.parallel.tp;
   size_t at = 0;
-  for (const StateRun& r : trainer_.state_runs()) {
+  for (const StateRun& r : model_.state_runs()) {
     Slot s;
     s.chunk = r.chunk;
-    s.spec_index = static_cast<size_t>(r.spec - trainer_.chunk(r.chunk).param_specs().data());
+    s.spec_index = static_cast<size_t>(r.spec - model_.chunk(r.chunk).param_specs().data());
     s.tensor = r.head_copy ? kHeadCopyName : r.spec->name;
     const bool sharded = tp > 1 && r.spec->sharded();
     s.parts = sharded ? tp : 1, s.part = sharded ? who_.tp : 0;
@@ -121,7 +121,7 @@ Checkpointer::Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorag
   // Splits as this run's TP cuts them (tp = 1: every tensor whole, "replicated").
   for (const ParamSpec& s : build_param_layout(cfg_.model, ModelShard{tp, 0}).specs) {
     ManifestTensor t{{s.full_shape.begin(), s.full_shape.end()}, split_name(tp > 1 ? s.split : ParamSplit::kReplicated)};
-    if (s.name == "transformer.wte.weight" && cfg_.parallel.pp > 1) base_.tensors[kHeadCopyName] = t;
+    if (s.name == kTokenEmbeddingName && cfg_.parallel.pp > 1) base_.tensors[kHeadCopyName] = t;
     base_.tensors[s.name] = std::move(t);
   }
   copier_ = std::thread([this] { copier_main(); });
@@ -184,8 +184,8 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
     st.seconds = watch.seconds();
     return st;
   }
-  std::vector<StateRun> runs = trainer_.state_runs();
-  MS_CHECK(runs.size() == slots_.size(), "checkpoint: the trainer's state runs changed ({} -> {})", slots_.size(),
+  std::vector<StateRun> runs = model_.state_runs();
+  MS_CHECK(runs.size() == slots_.size(), "checkpoint: the model's state runs changed ({} -> {})", slots_.size(),
            runs.size());
   {
     std::unique_lock<std::mutex> lock(mu_);

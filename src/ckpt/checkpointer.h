@@ -1,6 +1,6 @@
 // checkpointer: the two-stage asynchronous save (MegaScale §4.4, CheckFreq's snapshot/persist).
 // Stage 1 (save(), on the training thread at a step boundary, every rank at the same step) hands the
-// state this rank owns (Trainer::state_runs: fp32 master weights and both Adam moments of its ZeRO
+// state this rank owns (ParallelModel::state_runs: fp32 master weights and both Adam moments of its ZeRO
 // pieces or TP part) to a copier thread that copies it into a host snapshot buffer allocated once,
 // while the next step's forward and backward run (CheckFreq): the state changes only in the next
 // optimizer update, which calls finish_stage1() first. Two snapshot buffers (the second allocated
@@ -36,7 +36,7 @@
 #include "ckpt/storage.h"        // CheckpointStorage
 #include "config/config.h"       // Config
 #include "data/dataloader.h"     // DataLoader::Position
-#include "train/trainer.h"       // StateRun
+#include "parallel/parallel_model.h"  // ParallelModel, StateRun
 
 namespace ms {
 
@@ -72,7 +72,7 @@ class Checkpointer {
   // earlier runs (".tmp-step-<8 digits>-<16 hex digits>" folders and `latest`'s "latest.tmp.<pid>";
   // nothing else). resumed: the checkpoint this run continues (its lineage is kept; else a fresh
   // one is picked): retention removes only step folders of this lineage, never another job's.
-  Checkpointer(const Config& cfg, Trainer& trainer, CheckpointStorage& storage, Communicator* world,
+  Checkpointer(const Config& cfg, ParallelModel& model, CheckpointStorage& storage, Communicator* world,
                CheckpointRank who, const Manifest* resumed = nullptr);
   // Finishes a save in flight; when unwinding after an error, rank 0 gives up waiting for the other
   // ranks (nothing unfinished is ever published either way).
@@ -132,7 +132,7 @@ class Checkpointer {
   std::string tmp_dir(int step) const;
 
   Config cfg_;
-  Trainer& trainer_;
+  ParallelModel& model_;
   CheckpointStorage& storage_;
   CheckpointRank who_;
   std::string nonce_;

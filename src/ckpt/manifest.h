@@ -1,6 +1,6 @@
 // manifest: what a checkpoint holds, written last (ckpt/checkpointer.h) and read first (restore.h).
 // A checkpoint is one folder per step: one safetensors file per rank (the state runs that rank owns,
-// Trainer::state_runs) plus manifest.json: format version, step, the trainer and data state, the
+// ParallelModel::state_runs) plus manifest.json: format version, step, the trainer and data state, the
 // resolved config, a hash of the model config, every tensor's whole shape and split, and for every
 // file its size, its xxHash64 and each entry's place (tensor, kind, TP part, element range of the
 // part). The place is layout-independent, so a checkpoint loads under any DP x TP x PP layout.

@@ -17,7 +17,7 @@
 #include "comm/communicator.h"        // Communicator
 #include "model/param_layout.h"       // slice_param
 #include "parallel/dp/zero_dp.h"      // ZeroDataParallel::owned_ranges
-#include "train/trainer.h"            // Trainer
+#include "parallel/parallel_model.h"  // ParallelModel
 
 namespace ms {
 
@@ -75,19 +75,19 @@ namespace {
 
 // This rank's chunks as whole buffers of their layouts (params, exp_avg, exp_avg_sq per chunk),
 // cut from the checkpoint's whole tensors for this rank's TP part.
-std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, Trainer& trainer, const Config& cfg,
+std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelModel& model, const Config& cfg,
                                             const CheckpointRank& who) {
   std::vector<std::vector<float>> out;
   const int tp = cfg.parallel.tp;
   const bool has_head_copy = reader.manifest().tensors.count(kHeadCopyName) > 0;
-  for (int c = 0; c < trainer.num_chunks(); c++) {
-    const GPT& m = trainer.chunk(c);
+  for (int c = 0; c < model.num_chunks(); c++) {
+    const GPT& m = model.chunk(c);
     for (StateKind kind : kStateKinds) {
       std::vector<float> buf(m.num_params());
       for (const ParamSpec& s : m.param_specs()) {
         // The head stage's copy of the tied embedding: its own saved copy when the saving run had
         // one (pipeline), else the token embedding it equals.
-        const bool head_copy = cfg.parallel.pp > 1 && !m.has_embedding() && s.name == "transformer.wte.weight";
+        const bool head_copy = cfg.parallel.pp > 1 && !m.has_embedding() && s.name == kTokenEmbeddingName;
         const std::string name = head_copy && has_head_copy ? kHeadCopyName : s.name;
         // Saved under this TP degree: this rank's part alone; else the whole tensor, cut again.
         const bool cut = tp > 1 && s.sharded();
@@ -114,11 +114,11 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, Trainer& t
 // The reader's state to the rest of its data-parallel group: the weights whole (every rank holds
 // them), each rank's own ZeRO ranges of the two moments (sent to it alone: 2/dp of the moments
 // instead of all of them).
-void send_to_group(Communicator& dp, Trainer& trainer, const Config& cfg, std::vector<std::vector<float>>& state) {
-  for (int c = 0; c < trainer.num_chunks(); c++) {
+void send_to_group(Communicator& dp, ParallelModel& pm, const Config& cfg, std::vector<std::vector<float>>& state) {
+  for (int c = 0; c < pm.num_chunks(); c++) {
     dp.broadcast(state[3 * c].data(), state[3 * c].size(), DType::kF32, 0);
-    const GPT& model = trainer.chunk(c);
-    auto ranges_of = [&](int r) { return ZeroDataParallel::owned_ranges(model, cfg, dp.size(), r); };
+    const GPT& model = pm.chunk(c);
+    auto ranges_of = [&](int r) { return ZeroDataParallel::owned_ranges(model, cfg.parallel, cfg.optim, dp.size(), r); };
     std::vector<float> packed;
     if (dp.rank() == 0) {
       for (int r = 1; r < dp.size(); r++) {
@@ -146,7 +146,7 @@ void send_to_group(Communicator& dp, Trainer& trainer, const Config& cfg, std::v
 
 }  // namespace
 
-RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const CheckpointStorage& storage,
+RestoreResult restore_checkpoint(const Config& cfg, ParallelModel& model, const CheckpointStorage& storage,
                                  Communicator* world, Communicator* dp, CheckpointRank who,
                                  const std::function<void(const std::string&)>& log) {
   const Stopwatch watch;
@@ -220,7 +220,7 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
     const Stopwatch read_watch;
     if (reader) {
       try {
-        state = read_chunks(rd, trainer, cfg, who);
+        state = read_chunks(rd, model, cfg, who);
       } catch (const std::exception& e) {
         failure = e.what();
         logger().error("rank {}: checkpoint {}: {}", who.rank, dir, failure);
@@ -237,16 +237,16 @@ RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const Chec
       continue;  // rank 0 proposes the next one
     }
     if (!reader) {
-      state.resize(3 * static_cast<size_t>(trainer.num_chunks()));
-      for (int c = 0; c < trainer.num_chunks(); c++)
-        for (int k = 0; k < 3; k++) state[3 * c + k].resize(trainer.chunk(c).num_params());
+      state.resize(3 * static_cast<size_t>(model.num_chunks()));
+      for (int c = 0; c < model.num_chunks(); c++)
+        for (int k = 0; k < 3; k++) state[3 * c + k].resize(model.chunk(c).num_params());
     }
     res.agree_seconds = agree_watch.seconds();
     const Stopwatch send_watch;
-    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, trainer, cfg, state);
+    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, model, cfg, state);
     res.send_seconds = send_watch.seconds();
-    for (int c = 0; c < trainer.num_chunks(); c++)
-      trainer.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);
+    for (int c = 0; c < model.num_chunks(); c++)
+      model.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);
     res.restored = true;
     res.path = st->describe() + "/" + dir;
     res.manifest = std::move(m);

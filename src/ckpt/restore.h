@@ -1,5 +1,5 @@
 // restore: train.resume. Picks the checkpoint (auto: the one `latest` names, then older step
-// folders, newest first; PATH: exactly that folder), checks it, loads it into the trainer under
+// folders, newest first; PATH: exactly that folder), checks it, loads it into the parallel model under
 // this run's layout (any DP x TP x PP: tensors are assembled whole and cut again), or starts fresh.
 // Checks, before anything is installed: rank 0 reads the manifest (format version, model shape
 // against this config with a field-by-field difference, every tensor covered exactly once, every
@@ -25,7 +25,7 @@
 namespace ms {
 
 class Communicator;
-class Trainer;
+class ParallelModel;
 
 struct RestoreResult {
   bool restored = false;
@@ -42,7 +42,7 @@ struct RestoreResult {
 
 // storage: checkpoint.dir's storage (auto); a PATH in train.resume is read where it is.
 // log: rank 0's messages (checkpoints skipped and why). world and dp may be null (one process).
-RestoreResult restore_checkpoint(const Config& cfg, Trainer& trainer, const CheckpointStorage& storage,
+RestoreResult restore_checkpoint(const Config& cfg, ParallelModel& model, const CheckpointStorage& storage,
                                  Communicator* world, Communicator* dp, CheckpointRank who,
                                  const std::function<void(const std::string&)>& log);
 

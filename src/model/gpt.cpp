@@ -242,7 +242,7 @@ void GPT::init_weights(uint64_t seed) {
       full.resize(s.full_numel());
       Rng rng(seed, static_cast<uint64_t>(s.index));  // the whole model's stream of this tensor
       for (float& v : full) v = static_cast<float>(rng.normal() * s.init_std);
-      if (s.name == "transformer.wte.weight")  // padded vocabulary rows stay zero: no id reaches them
+      if (s.name == kTokenEmbeddingName)  // padded vocabulary rows stay zero: no id reaches them
         std::fill(full.begin() + static_cast<size_t>(V_) * C_, full.end(), 0.0f);
       slice_param(s, shard_.parts, shard_.index, full.data(), p);
     } else if (s.kind == ParamKind::kNorm && s.name.ends_with(".weight")) {

@@ -43,7 +43,7 @@ void export_hf(const ModelConfig& cfg, const float* P, const std::string& dir) {
       for (int o = 0; o < O; o++)
         for (int i = 0; i < I; i++) t[static_cast<size_t>(i) * O + o] = p[static_cast<size_t>(o) * I + i];
       f.tensors[s.name] = st_f32({I, O}, t.data());
-    } else if (s.name == "transformer.wte.weight") {
+    } else if (s.name == kTokenEmbeddingName) {
       f.tensors[s.name] = st_f32({cfg.vocab_size, s.shape[1]}, p);
     } else {
       f.tensors[s.name] = st_f32(std::vector<int64_t>(s.shape.begin(), s.shape.end()), p);
@@ -85,7 +85,7 @@ void import_hf(GPT& model, const std::string& dir) {
     MS_CHECK(t.dtype == DType::kF32, "{}: tensor '{}' has dtype {}, expected F32", path, s.name, safetensors_dtype(t.dtype));
     std::vector<int64_t> want(s.shape.begin(), s.shape.end());
     if (is_conv1d(s)) std::swap(want[0], want[1]);
-    if (s.name == "transformer.wte.weight") want[0] = cfg.vocab_size;
+    if (s.name == kTokenEmbeddingName) want[0] = cfg.vocab_size;
     MS_CHECK(t.shape == want, "{}: tensor '{}' has shape [{}], expected [{}]", path, s.name,
              fmt::join(t.shape, ","), fmt::join(want, ","));
     const float* src = t.f32();
@@ -98,7 +98,7 @@ void import_hf(GPT& model, const std::string& dir) {
         for (int i = 0; i < I; i++) p[static_cast<size_t>(o) * I + i] = src[static_cast<size_t>(i) * O + o];
     } else {
       std::copy(src, src + t.numel(), p);
-      if (s.name == "transformer.wte.weight")
+      if (s.name == kTokenEmbeddingName)
         std::fill(p + t.numel(), p + s.numel(), 0.0f);
     }
   }

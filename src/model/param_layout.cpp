@@ -83,7 +83,7 @@ ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard) 
     return lay.specs.back().offset;
   };
   using S = ParamSplit;
-  lay.wte = add("transformer.wte.weight", {Vp, C}, S::kRows, ParamKind::kEmbedding, std0, emb || head);
+  lay.wte = add(kTokenEmbeddingName, {Vp, C}, S::kRows, ParamKind::kEmbedding, std0, emb || head);
   const bool has_wte = emb || head;
   lay.wpe = add("transformer.wpe.weight", {cfg.max_seq_len, C}, S::kReplicated, ParamKind::kEmbedding, std0, emb);
   for (int l = 0; l < L; l++) {

@@ -17,6 +17,10 @@
 
 namespace ms {
 
+// The token embedding's tensor name (Hugging Face GPT-2's), shared by the LM head (tied weights):
+// the tensor a pipeline's first and last stages both hold.
+inline constexpr const char* kTokenEmbeddingName = "transformer.wte.weight";
+
 // How this process's copy of the model is cut (shapes only: the model computes on its local
 // shapes; the communication lives in the TensorRegions it is given, model/tensor_regions.h).
 // Pipeline parallelism cuts the layers instead: a copy may hold the blocks [layer_begin, layer_end)

@@ -8,7 +8,7 @@
 namespace ms {
 
 float eval_loss(Trainer& trainer, DataLoader* val, int batches) {
-  MS_CHECK(val || !trainer.needs_tokens(), "evaluation: this rank uses tokens but has no validation loader");
+  MS_CHECK(val || !trainer.parallel().needs_tokens(), "evaluation: this rank uses tokens but has no validation loader");
   if (val) val->set_position({0, 0});
   return trainer.eval_loss(batches, [&](int* inputs, int* targets) { val->next_batch(inputs, targets); });
 }

@@ -65,7 +65,7 @@ TEST_P(ZeroDp1, FollowsTheSingleProcessOptimizer) {
     Optimizer opt(cfg.optim, optimizer_tensors(ref.param_specs(), cfg.optim), ref.num_params());
     auto self = make_self_communicator("dp", 0, std::chrono::milliseconds(60000));
     ASSERT_EQ(self->size(), 1);
-    ZeroDataParallel zero(zm, *self, cfg);
+    ZeroDataParallel zero(zm, *self, cfg.parallel, cfg.optim);
     ASSERT_GE(zero.layout().buckets().size(), 3u) << "one bucket would not exercise the bucketing";
     const LrSchedule sched{cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps, cfg.train.steps};
     std::vector<int> in(N), tg(N);

@@ -47,13 +47,13 @@ int main(int argc, char** argv) {
     // Each rank its own data; built before counting.
     std::function<void(int*, int*)> fn = ms::testing::lcg_batches(cfg, 1 + static_cast<uint64_t>(world->rank()));
     for (int s = 0; s < 2; s++) tr.train_step(fn);
-    tr.sync_params();  // the warm-up's last all-gathers are done before counting starts
+    tr.parallel().sync_params();  // the warm-up's last all-gathers are done before counting starts
     world->barrier();
     const int64_t window_start = ms::steady_ns();
     alloc_check::start();
     StepStats st;
     for (int s = 0; s < 3; s++) st = tr.train_step(fn);
-    tr.sync_params();  // ... and the window's last all-gathers before it stops
+    tr.parallel().sync_params();  // ... and the window's last all-gathers before it stops
     const alloc_check::Counts c = alloc_check::stop();
     const std::string who = alloc_check::report();
     const long comm = alloc_check::project_at("/src/comm/");
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     for (const ms::TraceRecord& r : ms::TraceSink::get().snapshot(ms::TraceTrack::kComm))
       if (r.enqueue_ns >= window_start) ops++;
     std::printf("NOALLOC rank=%d project=%ld comm=%ld library=%ld unowned=%ld zero=%d ops=%ld loss=%.4f\n%s",
-                world->rank(), c.project, comm, c.library, c.unowned, tr.data_parallel() ? 1 : 0, ops, st.loss,
+                world->rank(), c.project, comm, c.library, c.unowned, tr.parallel().data_parallel_size() > 1 ? 1 : 0, ops, st.loss,
                 who.c_str());
     std::fflush(stdout);
     world->barrier();

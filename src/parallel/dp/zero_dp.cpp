@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "base/check.h"
 #include "optim/decay_policy.h"  // optimizer_tensors
 #include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
@@ -20,16 +22,17 @@ std::vector<ParamTensor> piece_views(const DpBucketLayout& layout) {
   return v;
 }
 
-size_t bucket_elems(const Config& cfg) {
-  return std::max<size_t>(1, static_cast<size_t>(cfg.parallel.bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
+size_t bucket_elems(const ParallelConfig& parallel) {
+  return std::max<size_t>(1, static_cast<size_t>(parallel.bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
 }
 }  // namespace
 
-ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& cfg)
-    : model_(model), comm_(dp), overlap_(cfg.parallel.overlap),
-      layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(cfg),
-              optimizer_tensors(model.param_specs(), cfg.optim)),
-      optimizer_(cfg.optim, piece_views(layout_), layout_.local_size()),
+ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelConfig& parallel,
+                                   const OptimConfig& optim)
+    : model_(model), comm_(dp), overlap_(parallel.overlap), bucket_mb_(parallel.bucket_mb),
+      layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(parallel),
+              optimizer_tensors(model.param_specs(), optim)),
+      optimizer_(optim, piece_views(layout_), layout_.local_size()),
       rank_sum_(dp, 2 * std::max<size_t>(layout_.num_tensors(), 1)) {
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
   shard_params_.resize(local);
@@ -62,7 +65,7 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const Config& c
     const size_t lo = layout_.owned_lo(b), hi = layout_.owned_hi(b);
     std::copy(P + lo, P + hi, shard_params_.data() + layout_.buckets()[b].local);
   }
-  if (cfg.optim.name == OptimizerKind::kLamb)
+  if (optim.name == OptimizerKind::kLamb)
     optimizer_.set_norm_reduce([this](double* w_sq, double* r_sq) { reduce_lamb_norms(w_sq, r_sq); });
   model_.set_grad_ready_hook([this](size_t lo, size_t hi) { on_grad_ready(lo, hi); });
   model_.set_param_wait_hook([this](size_t lo, size_t hi) { on_param_wait(lo, hi); });
@@ -216,10 +219,11 @@ void ZeroDataParallel::on_param_wait(size_t lo, size_t hi) {
     if (ag_pending_[i] && bk[i].start < hi && bk[i].end > lo) finish_param_all_gather(i);
 }
 
-std::vector<std::pair<size_t, size_t>> ZeroDataParallel::owned_ranges(const GPT& model, const Config& cfg, int dp,
-                                                                      int rank) {
-  const DpBucketLayout layout(model.num_params(), dp, rank, bucket_elems(cfg),
-                              optimizer_tensors(model.param_specs(), cfg.optim));
+std::vector<std::pair<size_t, size_t>> ZeroDataParallel::owned_ranges(const GPT& model,
+                                                                      const ParallelConfig& parallel,
+                                                                      const OptimConfig& optim, int dp, int rank) {
+  const DpBucketLayout layout(model.num_params(), dp, rank, bucket_elems(parallel),
+                              optimizer_tensors(model.param_specs(), optim));
   std::vector<std::pair<size_t, size_t>> out;
   for (size_t b = 0; b < layout.buckets().size(); b++)
     if (layout.owned_hi(b) > layout.owned_lo(b)) out.push_back({layout.owned_lo(b), layout.owned_hi(b)});
@@ -237,6 +241,43 @@ void ZeroDataParallel::load_state(const float* params, const float* m, const flo
     std::memcpy(V + at, v + p.global, n * sizeof(float));
   }
   optimizer_.set_steps_taken(steps_taken);
+  float* P = model_.params();  // non-const params(): the bf16 copy goes stale
+  if (params != P) std::memcpy(P, params, model_.num_params() * sizeof(float));
+}
+
+void ZeroDataParallel::begin_step() {
+  reset_exposed_seconds();
+  model_.zero_grad();
+}
+
+void ZeroDataParallel::update(float lr, float grad_scale) {
+  optimizer_step(lr, grad_scale);
+  start_param_all_gather();  // overlaps the next step's data loading and forward
+}
+
+void ZeroDataParallel::reset_from_model() {
+  // The shards of the model's weights, zero moments, no step taken: the constructor's state.
+  const std::vector<float> zeros(model_.num_params(), 0.0f);
+  load_state(static_cast<const GPT&>(model_).params(), zeros.data(), zeros.data(), 0);
+}
+
+void ZeroDataParallel::append_state_runs(int chunk, const std::vector<char>& owned, int head_copy_tensor,
+                                         std::vector<StateRun>& out) {
+  const auto& specs = model_.param_specs();
+  float* P = shard_params();
+  float* M = optimizer_.moment1();
+  float* V = optimizer_.moment2();
+  for (const DpPiece& p : layout_.pieces()) {
+    const size_t i = static_cast<size_t>(p.tensor);
+    if (!owned[i]) continue;
+    const size_t lo = p.global - specs[i].offset, at = p.view.offset;
+    out.push_back({chunk, &specs[i], p.tensor == head_copy_tensor, lo, lo + p.view.numel, P + at, M + at, V + at});
+  }
+}
+
+std::string ZeroDataParallel::describe() const {
+  return fmt::format("ZeRO-2: {} buckets of <= {} MiB, optimizer state {:.1f} MiB per rank, overlap {}",
+                     layout_.buckets().size(), bucket_mb_, state_bytes() / 1048576.0, overlap_ ? "on" : "off");
 }
 
 size_t ZeroDataParallel::state_bytes() const {

@@ -12,7 +12,8 @@
 // and add them in rank order, so every rank takes identical decisions.
 // With overlap off, reduce-scatters start after backward and all-gathers finish before the step
 // returns (for measuring what overlap hides). exposed_seconds() is the time the compute thread spent
-// waiting on communication.
+// waiting on communication. It is the data-parallel ParamState (param_state.h): ParallelModel
+// drives it through that interface; the named collective phases below stay callable directly.
 #pragma once
 #include <functional>
 #include <memory>
@@ -20,20 +21,23 @@
 
 #include "base/aligned.h"     // AlignedBuffer
 #include "comm/communicator.h"        // Communicator, CommWork
-#include "config/config.h"      // Config
+#include "config/optim_config.h"     // OptimConfig
+#include "config/parallel_config.h"  // ParallelConfig
 #include "optim/optimizer.h"  // Optimizer
 #include "parallel/dp/dp_buckets.h"  // DpBucketLayout
+#include "parallel/param_state.h"    // ParamState
 #include "parallel/rank_sum.h"        // RankOrderSum
 #include "model/gpt.h"         // GPT
 
 namespace ms {
 
-class ZeroDataParallel {
+class ZeroDataParallel final : public ParamState {
  public:
   // Installs the model's hooks; copies this rank's shard of the (identical on every rank) weights.
   // Waits and the optimizer are compute spans in the trace sink (obs/trace_sink.h).
-  ZeroDataParallel(GPT& model, Communicator& dp, const Config& cfg);
-  ~ZeroDataParallel();
+  // parallel: bucket_mb, overlap; optim: the optimizer of the shard.
+  ZeroDataParallel(GPT& model, Communicator& dp, const ParallelConfig& parallel, const OptimConfig& optim);
+  ~ZeroDataParallel() override;
 
   // Before the backward of micro-batch a of A: only the last one's gradients are reduced.
   void arm_backward(bool last_micro_batch) { armed_ = last_micro_batch; }
@@ -45,11 +49,10 @@ class ZeroDataParallel {
   void set_deferred_prefix(size_t hi, std::function<void(float* grads)> combine);
   // Sum of squares of the whole reduced gradient (all ranks' shards); with `counted` (one flag per
   // model tensor), only of the tensors flagged.
-  double grad_sq_sum(const std::vector<char>* counted = nullptr);
+  double grad_sq_sum(const std::vector<char>* counted = nullptr) override;
   // LAMB: called with whole-tensor sums of squares (one entry per model tensor, w then r) after
   // the data-parallel sum, to reduce them further (tensor parallelism: shards over the TP group).
-  using TensorNormReduce = std::function<void(double* w_sq, double* r_sq)>;
-  void set_tensor_norm_reduce(TensorNormReduce fn) { tensor_norm_reduce_ = std::move(fn); }
+  void set_tensor_norm_reduce(TensorNormReduce fn) override { tensor_norm_reduce_ = std::move(fn); }
   // This rank's reduced gradient shard (valid after finish_grad_reduce_scatter) and the views of
   // its pieces of the tensors flagged in `which` (one flag per model tensor), offsets into it.
   float* shard_grads() { return shard_grads_.data(); }
@@ -61,21 +64,41 @@ class ZeroDataParallel {
 
   // Sum of one value per rank, added in rank order (bit-identical on every rank).
   double sum_across_ranks(double v);
-  int steps_taken() const { return optimizer_.steps_taken(); }
+  int steps_taken() const override { return optimizer_.steps_taken(); }
   // Checkpoints. This rank's state lives in its pieces (layout().pieces()): the master weights at
   // shard_params() + view.offset, the moments at optimizer().moment1/2() + view.offset.
   float* shard_params() { return shard_params_.data(); }
   Optimizer& optimizer() { return optimizer_; }
   // Restore: takes this rank's pieces of whole-buffer params / moments (the model's layout) and the
-  // step counter. The model's own parameters are the caller's (it writes all of them).
-  void load_state(const float* params, const float* m, const float* v, int steps_taken);
+  // step counter, and writes the model's whole parameters (`params` may be the model's own).
+  void load_state(const float* params, const float* m, const float* v, int steps_taken) override;
   // The flat-buffer ranges [lo, hi) DP rank `rank` of `dp` owns (its optimizer state), for a model
-  // built like `model` under `cfg` (a restore's reader sends each rank only its ranges).
-  static std::vector<std::pair<size_t, size_t>> owned_ranges(const GPT& model, const Config& cfg, int dp, int rank);
-  double exposed_seconds() const { return exposed_s_; }
+  // built like `model` (a restore's reader sends each rank only its ranges).
+  static std::vector<std::pair<size_t, size_t>> owned_ranges(const GPT& model, const ParallelConfig& parallel,
+                                                             const OptimConfig& optim, int dp, int rank);
+  double exposed_seconds() const override { return exposed_s_; }
   void reset_exposed_seconds() { exposed_s_ = 0; }
   const DpBucketLayout& layout() const { return layout_; }
   size_t state_bytes() const;  // optimizer state + shard buffers held by this rank
+
+  // ParamState (param_state.h), over the phases above.
+  void begin_step() override;
+  void arm_grad_reduce(bool last_micro_batch) override { arm_backward(last_micro_batch); }
+  void finish_grad_reduce() override { finish_grad_reduce_scatter(); }
+  void set_grad_combine(size_t hi, std::function<void(float* grads)> combine) override {
+    set_deferred_prefix(hi, std::move(combine));
+  }
+  float* owned_grads() override { return shard_grads(); }
+  size_t owned_size() const override { return layout_.local_size(); }
+  std::vector<ParamTensor> owned_views(const std::vector<char>& which) const override { return shard_views(which); }
+  double sum_over_replicas(double v) override { return sum_across_ranks(v); }
+  void update(float lr, float grad_scale) override;
+  void finish_param_gather() override { finish_param_all_gather(); }
+  int replicas() const override { return comm_.size(); }
+  void reset_from_model() override;
+  void append_state_runs(int chunk, const std::vector<char>& owned, int head_copy_tensor,
+                         std::vector<StateRun>& out) override;
+  std::string describe() const override;
 
  private:
   void start_grad_reduce_scatter(size_t b);
@@ -88,6 +111,7 @@ class ZeroDataParallel {
   GPT& model_;
   Communicator& comm_;
   bool overlap_;
+  float bucket_mb_;
   DpBucketLayout layout_;
   Optimizer optimizer_;  // over this rank's pieces (local offsets), optimizer state for the shard only
   AlignedBuffer<float> shard_params_, shard_grads_;

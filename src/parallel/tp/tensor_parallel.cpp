@@ -9,25 +9,21 @@
 
 namespace ms {
 
-TensorParallel::TensorParallel(GPT& model, Communicator& tp, const Config& cfg)
-    : model_(model), comm_(tp), model_cfg_(cfg.model), sums_(tp, 2 * model.param_specs().size()) {
+TensorParallel::TensorParallel(GPT& model, Communicator& tp, const ParallelConfig& parallel, size_t max_rows)
+    : model_(model), comm_(tp), model_cfg_(model.config()), sums_(tp, 2 * model.param_specs().size()) {
   const ModelShard& s = model.shard();
   MS_CHECK(s.parts == tp.size() && s.index == tp.rank(),
            "tensor parallel: the model is part {} of {}, the group '{}' has this rank as {} of {}", s.index, s.parts,
            tp.name(), tp.rank(), tp.size());
-  MS_CHECK(s.seq_sharded == cfg.parallel.sequence_parallel, "tensor parallel: the model's sequence sharding differs "
+  MS_CHECK(s.seq_sharded == parallel.sequence_parallel, "tensor parallel: the model's sequence sharding differs "
            "from parallel.sequence_parallel");
-  regions_ = std::make_unique<TpRegions>(tp, cfg.parallel.tp_chunks, cfg.parallel.sequence_parallel,
-                                         static_cast<size_t>(cfg.train.batch_size) * cfg.train.seq_len,
-                                         cfg.model.n_embd);
+  regions_ = std::make_unique<TpRegions>(tp, parallel.tp_chunks, parallel.sequence_parallel, max_rows,
+                                         model_cfg_.n_embd);
   size_t packed = 0;
   for (const ParamSpec& p : model.param_specs()) {
     counted_.push_back(p.sharded() || tp.rank() == 0);
     partial_.push_back(p.grad_partial);
-    if (p.grad_partial) {
-      partial_views_.push_back(ParamTensor{p.name, p.offset, p.numel(), false});
-      packed += p.numel();
-    }
+    if (p.grad_partial) packed += p.numel();
   }
   pack_.resize(std::max<size_t>(packed, 1));
   norms_in_.resize(2 * counted_.size());

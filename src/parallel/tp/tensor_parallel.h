@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "comm/communicator.h"    // Communicator
-#include "config/config.h"        // Config
+#include "config/parallel_config.h"  // ParallelConfig
 #include "model/gpt.h"            // GPT
 #include "optim/param_tensor.h"   // ParamTensor
 #include "parallel/rank_sum.h"    // RankOrderSum
@@ -27,8 +27,9 @@ namespace ms {
 
 class TensorParallel {
  public:
-  // model: built with ModelShard{tp.size(), tp.rank(), cfg.parallel.sequence_parallel}.
-  TensorParallel(GPT& model, Communicator& tp, const Config& cfg);
+  // model: built with ModelShard{tp.size(), tp.rank(), parallel.sequence_parallel}; parallel:
+  // sequence_parallel, tp_chunks; max_rows: B*T of the largest micro-batch (train.batch_size x seq_len).
+  TensorParallel(GPT& model, Communicator& tp, const ParallelConfig& parallel, size_t max_rows);
   ~TensorParallel();
 
   Communicator& comm() { return comm_; }
@@ -43,8 +44,6 @@ class TensorParallel {
   // Sums over the group the gradient elements of the given views (offsets into grads), which must
   // be views of grad_partial tensors, the same on every rank of the group.
   void all_reduce_partial_grads(float* grads, const std::vector<ParamTensor>& views);
-  // The views of the whole model's grad_partial tensors (for a caller that holds all of them).
-  const std::vector<ParamTensor>& partial_views() const { return partial_views_; }
 
   // Sum over the group of one value per rank, added in rank order (bit-identical everywhere).
   double sum_across_ranks(double v);
@@ -65,7 +64,6 @@ class TensorParallel {
   ModelConfig model_cfg_;
   std::unique_ptr<TpRegions> regions_;
   std::vector<char> counted_, partial_;
-  std::vector<ParamTensor> partial_views_;
   RankOrderSum sums_;
   std::vector<double> norms_in_, norms_out_;
   AlignedBuffer<float> pack_;  // grad_partial elements packed for one all-reduce
