@@ -1,4 +1,5 @@
-// train_run: `megascale train`, the whole run of one rank, wired from the library's layers: the
+// train_run: `megascale train`, the whole run of one rank, wired from the library's phases
+// (train/training_run.h):
 // world and rank grid from the environment, data loaders, the trainer (with ZeRO-2 over the
 // data-parallel group), the run log, validation, the trace, the Hugging Face export and a sample.
 #pragma once

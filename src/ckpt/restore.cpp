@@ -17,6 +17,7 @@
 #include "comm/communicator.h"        // Communicator
 #include "model/param_layout.h"       // slice_param
 #include "parallel/dp/zero_dp.h"      // ZeroDataParallel::owned_ranges
+#include "config/resume_spec.h"       // parse_resume
 #include "parallel/parallel_model.h"  // ParallelModel
 
 namespace ms {
@@ -151,15 +152,16 @@ RestoreResult restore_checkpoint(const Config& cfg, ParallelModel& model, const 
                                  const std::function<void(const std::string&)>& log) {
   const Stopwatch watch;
   RestoreResult res;
-  const std::string mode = cfg.train.resume;
-  if (mode == "never") return res;
-  const bool explicit_path = mode != "auto";
+  const std::string& mode = cfg.train.resume;  // for the messages
+  const ResumeSpec resume = parse_resume(mode);
+  if (resume.mode == ResumeMode::kNever) return res;
+  const bool explicit_path = resume.mode == ResumeMode::kPath;
   // A PATH is read where it is: its parent folder is the storage root.
   std::unique_ptr<LocalStorage> own;
   const CheckpointStorage* st = &storage;
   std::vector<std::string> candidates;
   if (explicit_path) {
-    const std::filesystem::path p = std::filesystem::absolute(mode).lexically_normal();
+    const std::filesystem::path p = std::filesystem::absolute(resume.path).lexically_normal();
     const std::filesystem::path dir = p.filename().empty() ? p.parent_path() : p;
     own = std::make_unique<LocalStorage>(dir.parent_path().string(), /*create=*/false);
     st = own.get();

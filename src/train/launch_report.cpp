@@ -1,5 +1,5 @@
 // launch_report.cpp: see launch_report.h.
-#include "launch_report.h"
+#include "train/launch_report.h"
 
 #include <cstdlib>  // std::getenv
 #include <filesystem>

@@ -1,5 +1,5 @@
 // hang_watch.cpp: see hang_watch.h.
-#include "hang_watch.h"
+#include "train/hang_watch.h"
 
 #include <chrono>
 

@@ -1,0 +1,138 @@
+// run_model.cpp: see run_model.h.
+#include "train/run_model.h"
+
+#include <omp.h>  // omp_get_num_procs
+
+#include <cmath>  // NAN
+
+#include <fmt/format.h>        // fmt::format
+#include <nlohmann/json.hpp>   // restore_rank<R>.json
+
+#include "base/atomic_file.h"   // write_text_atomic
+#include "base/check.h"         // MS_CHECK
+#include "base/thread_pin.h"    // pin_omp_threads
+#include "ckpt/ckpt_comm.h"     // any_rank
+#include "config/resume_spec.h" // parse_resume
+#include "kernels/gemm_peak.h"  // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
+#include "model/flops.h"        // model_flops_per_token
+
+namespace ms {
+
+namespace {
+// Resume (train.resume): the newest checkpoint that verifies, loaded under this layout; the training
+// stream continues where it stopped. A resume in sight (train.resume given as a folder, or `auto`
+// with a checkpoint to try; rank 0 looks, everyone follows) skips the weights' random init; if no
+// checkpoint verifies after all, the init runs then (the same weights as a fresh start).
+void restore_or_init(TrainingRun& run) {
+  const Config& cfg = run.cfg;
+  RunLog& log = *run.log;
+  const std::string ckpt_root = cfg.checkpoint.dir.empty() ? run.out_dir() + "/checkpoints" : cfg.checkpoint.dir;
+  run.storage = std::make_unique<LocalStorage>(ckpt_root);
+  bool resume_in_sight = false;
+  const ResumeSpec resume = parse_resume(cfg.train.resume);
+  if (run.rank == 0 && resume.mode != ResumeMode::kNever)
+    resume_in_sight = resume.mode == ResumeMode::kPath ||
+                      !checkpoint_candidates(*run.storage, [](const std::string&) {}).empty();
+  resume_in_sight = any_rank(run.world(), resume_in_sight);
+  RankGrid* g = run.grid.get();
+  run.trainer = std::make_unique<Trainer>(cfg, g ? &g->dp() : nullptr, g ? &g->tp() : nullptr,
+                                          g ? &g->pp() : nullptr, g ? g->embedding() : nullptr,
+                                          /*init_weights=*/!resume_in_sight);
+  ParallelModel& pm = run.trainer->parallel();
+  MS_CHECK(pm.needs_tokens() == run.feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
+           "whether this stage reads tokens", run.rank);
+  run.who = CheckpointRank{run.rank, run.env.world_size, run.dp_rank, g ? g->coord().tp : 0, run.stage};
+  run.restored = restore_checkpoint(cfg, pm, *run.storage, run.world(), g ? &g->dp() : nullptr, run.who,
+                                    [&](const std::string& m) { if (run.rank == 0) log.message("checkpoint", m); });
+  const RestoreResult& r = run.restored;
+  if (!r.restored && resume_in_sight) pm.init_weights_now();
+  if (!r.restored) return;
+  run.first_step = r.manifest.step + 1;
+  run.feed_opt.start = r.manifest.data;
+  log.message("resume", fmt::format("resumed from {} (step {}, {} tokens, data at epoch {} sample {}); rank 0 read "
+                                    "{} files ({:.1f} MiB) in {:.2f} s", r.path, r.manifest.step, r.manifest.tokens,
+                                    r.manifest.data.epoch, r.manifest.data.index, r.files_read,
+                                    r.bytes_read / 1048576.0, r.seconds));
+  // Every rank's reads, for the recovery-read accounting (one reader per data-parallel group).
+  nlohmann::json reads = {{"checkpoint", r.path}, {"step", r.manifest.step},
+                          {"files_read", r.files_read}, {"bytes_read", r.bytes_read},
+                          {"files", r.files}, {"seconds", r.seconds},
+                          {"read_seconds", r.read_seconds}, {"agree_seconds", r.agree_seconds},
+                          {"send_seconds", r.send_seconds},
+                          {"dp", run.dp_rank}, {"tp", run.who.tp}, {"pp", run.stage}};
+  write_text_atomic(fmt::format("{}/restore_rank{}.json", run.out_dir(), run.rank), reads.dump(1));
+}
+
+// MFU as MegaScale counts it: model FLOP/s over the hardware peak of every rank (cores x FLOP/cycle
+// x measured clock in the run's precision); beside it, the ratio to the GEMM throughput this
+// machine reaches. Only rank 0 logs, so only rank 0 measures (the others would slow its probes down
+// on shared cores); elsewhere both stay NaN.
+void measure_peaks_and_log_start(TrainingRun& run) {
+  const Config& cfg = run.cfg;
+  RunLog& log = *run.log;
+  const GPT& model = run.trainer->model();
+  const int B = cfg.train.batch_size, T = cfg.train.seq_len;
+  const DType precision = model.precision();
+  const bool bf16 = precision == DType::kBF16;
+  run.hw_gflops = NAN, run.gemm_gflops = NAN;
+  if (run.rank == 0) {
+    run.hw = hardware_peak(run.threads);
+    run.hw_gflops = run.hw.gflops(precision);
+    run.gemm_gflops = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+  }
+  const double job_ranks = static_cast<double>(run.dp) * cfg.parallel.tp * cfg.parallel.pp;
+  run.flops_per_token = model_flops_per_token(cfg.model, T);
+  log.message("start", fmt::format(
+      "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
+      "B={} T={} grad_accum={} dp={} -> {} tokens/step, {} threads, precision={}",
+      model.num_params(), cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.vocab_size,
+      cfg.model.padded_vocab(), config_name(cfg.model.block), config_name(cfg.model.attention),
+      cfg.model.attention == AttentionKind::kSliding ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
+      config_name(cfg.optim.name), B, T, cfg.train.grad_accum, run.dp, B * T * cfg.train.grad_accum * run.dp,
+      run.threads, dtype_name(cfg.train.precision)));
+  const uint64_t val_samples = run.val ? run.val->num_samples() : 0;
+  log.message("data", fmt::format("train: {} samples of {} tokens, one loader per machine (shared memory {}){}",
+                                  run.train->num_samples(), T + 1, run.train->segment(),
+                                  run.validating() ? fmt::format("; val: {} samples, {} batches per evaluation",
+                                                                 val_samples, run.eval_batches) : ""));
+  if (run.rank == 0) {
+    const HardwarePeak& hw = run.hw;
+    const double fpc = hw.flop_per_cycle(precision);
+    const char* unit = bf16 ? hw.bf16_unit : hw.fp32_unit;
+    const char* source = bf16 && !hw.bf16_measured ? "specification" : "measured";
+    log.message("peak", fmt::format(
+        "hardware peak ({}): {} cores x {:g} FLOP/cycle ({}, {}) x {:.2f} GHz (measured) = {:.1f} GFLOP/s per rank "
+        "(MFU denominator, x {} rank(s)); measured {} GEMM peak: {:.1f} GFLOP/s (ratio denominator); model: {:.3f} "
+        "GFLOP per token",
+        dtype_name(precision), run.threads, fpc, unit, source, hw.clock_ghz, run.hw_gflops, job_ranks,
+        dtype_name(precision), run.gemm_gflops, run.flops_per_token / 1e9));
+  }
+}
+}  // namespace
+
+void build_model(TrainingRun& run) {
+  const Config& cfg = run.cfg;
+  RunLog& log = *run.log;
+  restore_or_init(run);
+  run.train = std::make_unique<MachineBatchFeed>(run.feed_opt);
+  // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
+  // Oversubscribed (more threads on this machine than usable cores): not pinned, so the scheduler
+  // shares the cores among all ranks evenly (pinned, the ranks sharing a core with rank 0's extra
+  // work run ~30% slower than the others, a false straggler).
+  const int local = run.env.local_world_size;
+  if (cfg.train.pin_threads && local * run.threads <= omp_get_num_procs())
+    log.message("threads", pin_omp_threads(run.env.local_rank));
+  else if (cfg.train.pin_threads)
+    log.message("threads", fmt::format("threads not pinned: {} rank(s) x {} thread(s) on this machine exceed its {} "
+                                       "usable core(s)", local, run.threads, omp_get_num_procs()));
+  run.ckpt = std::make_unique<Checkpointer>(cfg, run.trainer->parallel(), *run.storage, run.world(), run.who,
+                                            run.restored.restored ? &run.restored.manifest : nullptr);
+  run.trainer->set_before_update([&run] { run.stage1_wait_s = run.ckpt->finish_stage1(); });
+  if (run.grid)
+    log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}", run.env.world_size,
+                                        run.grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, run.dp,
+                                        cfg.parallel.pp, run.trainer->parallel().describe()));
+  measure_peaks_and_log_start(run);
+}
+
+}  // namespace ms

@@ -1,0 +1,88 @@
+// training_run: one rank's training run (`megascale train`) as named phases over one state, so the
+// application only wires them (apps/train_run.cpp):
+//   start_world      the world and rank grid from the environment (comm/comm_env.h), the layout
+//                    resolved and validated before any work, hang localization (hang_watch.h), the
+//                    run folder locked (ckpt/dir_lock.h), records (run_observer.h), threads, the
+//                    resolved config and the run log;
+//   open_data        the training feed's options (one loader per machine) and the validation loader;
+//   build_model      (run_model.h) the trainer over its ParallelModel, the checkpoint restore or the
+//                    fresh init, the machine's feed, the checkpointer, the MFU denominators;
+//   run_steps        (run_loop.h) the steps, evaluations, checkpoints and the stop at a boundary;
+//   finish_run       (run_finish.h) the final save, the pipeline summary, trace, export and sample.
+// Every collective a phase needs runs inside it, on every rank. TrainingRun's members are declared
+// in the order the run builds them, so they are torn down in reverse (the checkpointer before the
+// model, the model before the groups, the groups before the hang watch).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpointer.h"    // Checkpointer, CheckpointRank
+#include "ckpt/dir_lock.h"        // DirLock
+#include "ckpt/restore.h"         // RestoreResult
+#include "ckpt/storage.h"         // LocalStorage
+#include "comm/comm_env.h"        // CommEnv
+#include "comm/rank_grid.h"       // RankGrid
+#include "config/config.h"        // Config
+#include "data/dataloader.h"      // DataLoader
+#include "data/shared_batches.h"  // MachineBatchFeed, MachineFeedOptions
+#include "kernels/hw_peak.h"      // HardwarePeak
+#include "train/hang_watch.h"     // HangWatch
+#include "train/run_log.h"        // RunLog
+#include "train/run_observer.h"   // RunObserver
+#include "train/trainer.h"        // Trainer
+
+namespace ms {
+
+struct TrainingRun {
+  // --- start_world ---
+  Config cfg;                                 // resolved against the world size
+  CommEnv env;
+  std::unique_ptr<HangWatch> hang_watch;
+  std::unique_ptr<RankGrid> grid;             // null for one process
+  int rank = 0, dp = 1, dp_rank = 0, stage = 0, threads = 1;
+  std::vector<std::unique_ptr<DirLock>> dir_locks;
+  std::unique_ptr<RunObserver> observer;
+  std::unique_ptr<RunLog> log;
+  // --- open_data ---
+  MachineFeedOptions feed_opt;
+  std::unique_ptr<DataLoader> val;            // ranks that use tokens, when data.val is set
+  int eval_batches = 0;                       // the same on every rank
+  // --- build_model ---
+  std::unique_ptr<LocalStorage> storage;
+  std::unique_ptr<Trainer> trainer;
+  RestoreResult restored;
+  int first_step = 1;
+  std::unique_ptr<MachineBatchFeed> train;
+  CheckpointRank who;
+  std::unique_ptr<Checkpointer> ckpt;
+  double stage1_wait_s = 0;                   // the optimizer's wait for a stage-1 copy, this step
+  HardwarePeak hw;                            // rank 0 measures; NaN peaks elsewhere
+  double hw_gflops = 0, gemm_gflops = 0, flops_per_token = 0;
+
+  Communicator* world() const { return grid ? &grid->world() : nullptr; }
+  bool validating() const { return !cfg.data.val.empty(); }
+  const std::string& out_dir() const { return cfg.train.out_dir; }
+  // Tokens per step of the whole job: B x T x grad_accum x dp.
+  uint64_t tokens_per_step() const;
+};
+
+// How run_steps ended.
+struct LoopEnd {
+  float last = 0;        // the last loss (validation when measured, else training)
+  bool stopped = false;  // a signal or train.exit_after ended it early (saved; nothing else to do)
+  double idle_sum = 0, pp_wait_sum = 0;  // pipeline: this rank's idle fraction and waits, steps after the first
+};
+
+// The stop signals (SIGTERM / SIGINT / SIGHUP: save at the next step boundary and exit 0; SIGUSR1:
+// the driver's recovery stop: a hang dump and exit at once). Call before any thread exists: the
+// signals are blocked in every thread and taken by one thread in sigwait (a handler on a compute
+// thread could land in oneDNN's JIT kernels, which may keep data below the stack pointer).
+void install_stop_handlers();
+// The stop signal received so far (0: none).
+int stop_signal();
+
+void start_world(TrainingRun& run, const Config& cfg);
+void open_data(TrainingRun& run);
+
+}  // namespace ms
