@@ -71,23 +71,10 @@ struct SplitWriter {
   }
 };
 
-}  // namespace
-
-PrepareResult run_prepare(const PrepareOptions& opt) {
-  const Stopwatch watch;
-  auto secs = [&] { return watch.seconds(); };
-  MS_CHECK(!opt.inputs.empty(), "prepare: no inputs given");
-  MS_CHECK(!opt.out_dir.empty(), "prepare: no output directory given");
-  MS_CHECK(opt.format == "auto" || opt.format == "text" || opt.format == "brown",
-           "prepare: format '{}' is not one of auto, text, brown", opt.format);
-  MS_CHECK(opt.val_fraction >= 0 && opt.val_fraction < 1,
-           "prepare: val_fraction {} must be in [0, 1)", opt.val_fraction);
-  MS_CHECK(opt.shard_tokens >= 1 && opt.shard_tokens < (1ull << 31),
-           "prepare: shard_tokens {} must be in [1, 2^31)", opt.shard_tokens);
-
-  // 1. Files, in input order; directories walked recursively and sorted; hidden files skipped.
+// 1. Files, in input order; directories walked recursively and sorted; hidden files skipped.
+std::vector<std::string> input_files(const std::vector<std::string>& inputs) {
   std::vector<std::string> files;
-  for (const std::string& in : opt.inputs) {
+  for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
       std::vector<std::string> found;
@@ -108,6 +95,80 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
       files.push_back(in);
     }
   }
+  return files;
+}
+
+// 3. Held-out rule: evenly spread, at least one when f > 0.
+std::vector<char> held_out(size_t N, double f) {
+  std::vector<char> is_val(N, 0);
+  size_t n_val = 0;
+  for (size_t i = 0; i < N; ++i) {
+    is_val[i] = std::floor(static_cast<double>(i + 1) * f) > std::floor(static_cast<double>(i) * f);
+    n_val += is_val[i];
+  }
+  if (f > 0 && n_val == 0) is_val[N - 1] = 1;
+  return is_val;
+}
+
+// 4. Output directory: remove stale shards of an earlier run (they would match train_*.bin).
+void prepare_output_dir(const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  MS_CHECK(!ec && fs::is_directory(out_dir), "prepare: cannot create output directory {}: {}",
+           out_dir, ec.message());
+  const std::regex shard_name(R"((train|val)_\d{6}\.bin)");
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    if (e.is_regular_file() && std::regex_match(e.path().filename().string(), shard_name))
+      fs::remove(e.path());
+  }
+
+}
+
+// meta.json: what was prepared, from what, with the shards' checksums.
+void write_meta(const PrepareOptions& opt, const PrepareResult& res, const Gpt2Tokenizer& tok) {
+  const std::string& format = res.format;
+  auto names = [](const std::vector<std::string>& paths) {  // meta.json lists shards by file name
+    std::vector<std::string> out;
+    for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
+    return out;
+  };
+  nlohmann::json meta;
+  meta["format"] = format;
+  meta["tokenizer"] = "gpt2";
+  meta["tokenizer_dir"] = opt.tokenizer_dir;
+  meta["vocab_size"] = tok.vocab_size();
+  meta["eot"] = tok.eot();
+  meta["inputs"] = opt.inputs;
+  meta["val_fraction"] = opt.val_fraction;
+  meta["shard_tokens"] = opt.shard_tokens;
+  meta["train"] = {{"documents", res.train_documents.size()}, {"tokens", res.train_tokens},
+                   {"shards", names(res.train_shards)}};
+  meta["val"] = {{"documents", res.val_documents.size()}, {"tokens", res.val_tokens},
+                 {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
+  meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
+  meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
+  record_shard_checksums(meta, res.train_shards);  // validate once: loaders check these, not every id
+  record_shard_checksums(meta, res.val_shards);
+  const std::string meta_text = meta.dump(2) + "\n";
+  write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta_text);
+
+}
+
+}  // namespace
+
+PrepareResult run_prepare(const PrepareOptions& opt) {
+  const Stopwatch watch;
+  auto secs = [&] { return watch.seconds(); };
+  MS_CHECK(!opt.inputs.empty(), "prepare: no inputs given");
+  MS_CHECK(!opt.out_dir.empty(), "prepare: no output directory given");
+  MS_CHECK(opt.format == "auto" || opt.format == "text" || opt.format == "brown",
+           "prepare: format '{}' is not one of auto, text, brown", opt.format);
+  MS_CHECK(opt.val_fraction >= 0 && opt.val_fraction < 1,
+           "prepare: val_fraction {} must be in [0, 1)", opt.val_fraction);
+  MS_CHECK(opt.shard_tokens >= 1 && opt.shard_tokens < (1ull << 31),
+           "prepare: shard_tokens {} must be in [1, 2^31)", opt.shard_tokens);
+
+  std::vector<std::string> files = input_files(opt.inputs);
   MS_CHECK(!files.empty(), "prepare: the inputs hold no files");
 
   // 2. Resolve the format and the document list.
@@ -141,27 +202,10 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
            "prepare: a validation split needs at least 2 documents (got {}); use val_fraction = 0",
            docs.size());
 
-  // 3. Held-out rule: evenly spread, at least one when val_fraction > 0.
   const size_t N = docs.size();
-  const double f = opt.val_fraction;
-  std::vector<char> is_val(N, 0);
-  size_t n_val = 0;
-  for (size_t i = 0; i < N; ++i) {
-    is_val[i] = std::floor(static_cast<double>(i + 1) * f) > std::floor(static_cast<double>(i) * f);
-    n_val += is_val[i];
-  }
-  if (f > 0 && n_val == 0) is_val[N - 1] = 1;
+  const std::vector<char> is_val = held_out(N, opt.val_fraction);
 
-  // 4. Output directory: remove stale shards of an earlier run (they would match train_*.bin).
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  MS_CHECK(!ec && fs::is_directory(opt.out_dir), "prepare: cannot create output directory {}: {}",
-           opt.out_dir, ec.message());
-  const std::regex shard_name(R"((train|val)_\d{6}\.bin)");
-  for (const auto& e : fs::directory_iterator(opt.out_dir)) {
-    if (e.is_regular_file() && std::regex_match(e.path().filename().string(), shard_name))
-      fs::remove(e.path());
-  }
+  prepare_output_dir(opt.out_dir);
 
   Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(opt.tokenizer_dir);
   MS_CHECK(tok.vocab_size() <= 65536, "prepare: vocab size {} does not fit uint16 shards",
@@ -212,30 +256,7 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   res.unigram_entropy_bits = H;
   res.unigram_entropy_nats = H * std::log(2.0);
 
-  auto names = [](const std::vector<std::string>& paths) {  // meta.json lists shards by file name
-    std::vector<std::string> out;
-    for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
-    return out;
-  };
-  nlohmann::json meta;
-  meta["format"] = format;
-  meta["tokenizer"] = "gpt2";
-  meta["tokenizer_dir"] = opt.tokenizer_dir;
-  meta["vocab_size"] = tok.vocab_size();
-  meta["eot"] = tok.eot();
-  meta["inputs"] = opt.inputs;
-  meta["val_fraction"] = opt.val_fraction;
-  meta["shard_tokens"] = opt.shard_tokens;
-  meta["train"] = {{"documents", res.train_documents.size()}, {"tokens", res.train_tokens},
-                   {"shards", names(res.train_shards)}};
-  meta["val"] = {{"documents", res.val_documents.size()}, {"tokens", res.val_tokens},
-                 {"shards", names(res.val_shards)}, {"document_paths", res.val_documents}};
-  meta["unigram_entropy_bits"] = res.unigram_entropy_bits;
-  meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
-  record_shard_checksums(meta, res.train_shards);  // validate once: loaders check these, not every id
-  record_shard_checksums(meta, res.val_shards);
-  const std::string meta_text = meta.dump(2) + "\n";
-  write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta_text);
+  write_meta(opt, res, tok);
 
   if (opt.verbose) {
     fmt::print("prepare: train {} documents, {} tokens in {} shards; val {} documents, {} tokens in "
