@@ -376,7 +376,7 @@ class Executor {
         if (c.op != "recv") beat_.bytes_sent += c.bytes;
         if (c.op != "send") beat_.bytes_recv += c.bytes;
       }
-      for (const StepRecord& s : rr.steps) {
+      for (const RecordedStep& s : rr.steps) {
         RankBeat& b = r->beat;
         b.step = std::max(b.step, s.step);
         b.step_ms = (double)(s.t1 - s.t0) / 1e6;

@@ -110,7 +110,7 @@ void JobStatus::set_error(const std::string& error) {
   error_ = error;
 }
 
-void JobStatus::add_step_locked(int rank, const StepRecord& s) {
+void JobStatus::add_step_locked(int rank, const RecordedStep& s) {
   Rank& r = ranks_[(size_t)rank];
   if (s.step >= r.step) {
     r.step = s.step;
@@ -120,7 +120,7 @@ void JobStatus::add_step_locked(int rank, const StepRecord& s) {
     if (s.loss) r.loss = *s.loss, r.loss_known = true;
   }
   r.recent.push_back(s);
-  std::sort(r.recent.begin(), r.recent.end(), [](const StepRecord& a, const StepRecord& b) { return a.step < b.step; });
+  std::sort(r.recent.begin(), r.recent.end(), [](const RecordedStep& a, const RecordedStep& b) { return a.step < b.step; });
   if (r.recent.size() > (size_t)window_) r.recent.erase(r.recent.begin(), r.recent.end() - window_);
   for (const auto& [seg, ms] : s.ms)
     if (std::find(segments_.begin(), segments_.end(), seg) == segments_.end()) segments_.push_back(seg);
@@ -153,7 +153,7 @@ void JobStatus::add_records(const RunRecords& fresh) {
       r.records += n;
       r.last_record = now;
     }
-    for (const StepRecord& s : rr.steps) add_step_locked(rr.rank, s);
+    for (const RecordedStep& s : rr.steps) add_step_locked(rr.rank, s);
   }
 }
 

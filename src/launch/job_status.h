@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "obs/record_reader.h"  // RunRecords, StepRecord
+#include "obs/record_reader.h"  // RunRecords, RecordedStep
 #include "obs/straggler.h"      // Straggler
 
 namespace ms::launch {
@@ -71,7 +71,7 @@ class JobStatus {
     double loss = NAN, tokens_per_s = NAN, mfu = NAN;
     bool loss_known = false;
     std::map<std::string, double> last_ms;  // the latest step's segment times
-    std::vector<StepRecord> recent;         // the last window steps (ascending)
+    std::vector<RecordedStep> recent;         // the last window steps (ascending)
     uint64_t records = 0;                   // records read (a counter)
     std::chrono::steady_clock::time_point last_record{};
   };
@@ -94,7 +94,7 @@ class JobStatus {
     double loss = NAN, tokens_per_s = NAN, mfu = NAN;
   };
   Latest latest_locked() const;
-  void add_step_locked(int rank, const StepRecord& s);
+  void add_step_locked(int rank, const RecordedStep& s);
 
   mutable std::mutex mu_;
   const int world_, window_;

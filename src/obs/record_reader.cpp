@@ -220,7 +220,7 @@ void parse_record_line(const std::string& line, const std::string& where, RankRe
     MS_CHECK(c.t1 >= c.t0, "{}: field 't1' = {} is before 't0' = {}", where, c.t1, c.t0);
     into.comms.push_back(std::move(c));
   } else if (type == "step") {
-    StepRecord s;
+    RecordedStep s;
     s.step = get_small(j, "step", where);
     s.t0 = get_int(j, "t0", where);
     s.t1 = get_int(j, "t1", where);
@@ -372,14 +372,14 @@ SegmentTable step_segment_table(const RunRecords& run, const std::vector<std::st
     rows.push_back(&r);
     t.ranks.push_back(r.rank);
     t.peer_class.push_back(r.header.coord.pp);
-    for (const StepRecord& s : r.steps) steps.insert(s.step);
+    for (const RecordedStep& s : r.steps) steps.insert(s.step);
   }
   t.steps.assign(steps.begin(), steps.end());
   if (last_n_steps > 0 && t.steps.size() > static_cast<size_t>(last_n_steps))
     t.steps.erase(t.steps.begin(), t.steps.end() - last_n_steps);
   t.resize_nan();
   for (size_t row = 0; row < rows.size(); row++) {
-    for (const StepRecord& s : rows[row]->steps) {
+    for (const RecordedStep& s : rows[row]->steps) {
       auto col = std::lower_bound(t.steps.begin(), t.steps.end(), s.step);
       if (col == t.steps.end() || *col != s.step) continue;
       for (size_t k = 0; k < segments.size(); k++) {

@@ -56,7 +56,7 @@ struct CommRecord {
   std::string status = "ok";
 };
 
-struct StepRecord {
+struct RecordedStep {
   int step = -1;
   int64_t t0 = 0, t1 = 0;
   std::optional<double> loss;  // where this rank knows it
@@ -88,7 +88,7 @@ struct RankRecords {
   RecordHeader header;
   std::vector<SpanRecord> spans;
   std::vector<CommRecord> comms;
-  std::vector<StepRecord> steps;
+  std::vector<RecordedStep> steps;
   std::vector<ClockRecord> clocks;
   std::vector<EventRecord> events;
 

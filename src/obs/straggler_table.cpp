@@ -13,7 +13,7 @@ void for_each_cell(const RunRecords& run, const SegmentTable& t, Fn fn) {
   for (size_t row = 0; row < t.ranks.size(); row++) {
     const RankRecords* r = run.find(t.ranks[row]);
     if (!r) continue;
-    for (const StepRecord& s : r->steps) {
+    for (const RecordedStep& s : r->steps) {
       auto col = std::lower_bound(t.steps.begin(), t.steps.end(), s.step);
       if (col != t.steps.end() && *col == s.step) fn(row, static_cast<size_t>(col - t.steps.begin()), s);
     }
@@ -23,7 +23,7 @@ void for_each_cell(const RunRecords& run, const SegmentTable& t, Fn fn) {
 void fill_waits(const RunRecords& run, SegmentTable& t) {
   t.resize_wait_nan();
   bool any = false;
-  for_each_cell(run, t, [&](size_t row, size_t col, const StepRecord& s) {
+  for_each_cell(run, t, [&](size_t row, size_t col, const RecordedStep& s) {
     double w = 0;
     for (const std::string& seg : wait_segments()) {
       auto it = s.ms.find(seg);
@@ -52,12 +52,12 @@ SegmentTable straggler_table(const RunRecords& run, int window) {
         break;
       }
   bool cpu = false;
-  for_each_cell(run, t, [&](size_t, size_t, const StepRecord& s) {
+  for_each_cell(run, t, [&](size_t, size_t, const RecordedStep& s) {
     for (size_t g : keep) cpu |= s.cpu_ms.count(wall.segments[g]) > 0;
   });
   if (cpu) t.segments.push_back(kComputeSegment);
   t.resize_nan();
-  for_each_cell(run, t, [&](size_t row, size_t col, const StepRecord& s) {
+  for_each_cell(run, t, [&](size_t row, size_t col, const RecordedStep& s) {
     double sum = 0;
     bool any = false;
     for (size_t k = 0; k < keep.size(); k++) {

@@ -117,12 +117,12 @@ std::string xml_escape(const std::string& s) {
 std::vector<std::string> segments_in(const RunRecords& run, int window) {
   std::set<int> steps;
   for (const RankRecords& r : run.ranks)
-    for (const StepRecord& s : r.steps) steps.insert(s.step);
+    for (const RecordedStep& s : r.steps) steps.insert(s.step);
   const int first = window > 0 && steps.size() > static_cast<size_t>(window) ? *std::prev(steps.end(), window)
                                                                              : std::numeric_limits<int>::min();
   std::set<std::string> segs;
   for (const RankRecords& r : run.ranks)
-    for (const StepRecord& s : r.steps)
+    for (const RecordedStep& s : r.steps)
       if (s.step >= first)
         for (const auto& [seg, ms] : s.ms) segs.insert(seg);
   std::vector<std::string> out(segs.begin(), segs.end());

@@ -102,7 +102,7 @@ json merge_trace(const RunRecords& run, TraceStats* stats_out) {
   for (const RankRecords& r : run.ranks) {
     for (const SpanRecord& s : r.spans) origin = std::min(origin, s.t0);
     for (const CommRecord& c : r.comms) origin = std::min(origin, c.t0);
-    for (const StepRecord& s : r.steps) origin = std::min(origin, s.t0);
+    for (const RecordedStep& s : r.steps) origin = std::min(origin, s.t0);
     for (const EventRecord& e : r.events) origin = std::min(origin, e.t);
   }
   auto us = [origin](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
@@ -139,7 +139,7 @@ json merge_trace(const RunRecords& run, TraceStats* stats_out) {
 
     // Steps.
     std::vector<Slice> steps;
-    for (const StepRecord& s : r.steps) {
+    for (const RecordedStep& s : r.steps) {
       json args = {{"step", s.step}, {"lr", s.lr}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu},
                    {"mfu_gemm", s.mfu_gemm}};
       if (s.loss) args["loss"] = *s.loss;

@@ -363,7 +363,7 @@ TEST(JobStatus, CountsStepsTokensAndRankStates) {
     rr.header.world = 2;
     rr.header.coord.dp = r;
     for (int s = 0; s < 3; s++) {
-      ms::StepRecord st;
+      ms::RecordedStep st;
       st.step = s;
       st.t0 = s * 1000000000LL;
       st.t1 = st.t0 + 500000000LL;  // 0.5 s

@@ -30,7 +30,7 @@ RunRecords stage_run(int steps) {
     rr.header.shape = RankCoord{1, 2, 2};
     const double scale = r / 2 == 1 ? 3.0 : 1.0, lost = r == 1 ? 1.3 : 1.0;
     for (int s = 0; s < steps; s++) {
-      StepRecord st;
+      RecordedStep st;
       st.step = s;
       st.t0 = s * 1000000000LL, st.t1 = st.t0 + 500000000LL;
       st.cpu_ms = {{"forward", 20 * scale}, {"backward", 40 * scale}};

@@ -52,7 +52,7 @@ TEST_F(RecordReaderTest, ReadsEveryRecordOfEveryRank) {
     EXPECT_EQ(r.steps.size(), n.steps.at(r.rank));
     EXPECT_EQ(r.events.size(), n.events.at(r.rank));
     EXPECT_EQ(r.clocks.size(), 1u);
-    const StepRecord& s = r.steps.at(3);
+    const RecordedStep& s = r.steps.at(3);
     EXPECT_EQ(s.step, 3);
     EXPECT_EQ(s.loss.has_value(), r.header.coord.pp == 1);
     EXPECT_NEAR(s.ms.at("forward"), 4.0, 1e-9);  // 2 micro-batches x 2 ms, no noise
@@ -175,7 +175,7 @@ TEST_F(RecordReaderTest, StepSegmentTable) {
     for (size_t c = 0; c < 4; c++) {
       EXPECT_NEAR(t.at(r, c, 0), 4.0, 1e-9);
       EXPECT_TRUE(std::isnan(t.at(r, c, 1)));
-      const StepRecord& s = run.ranks[r].steps[c + 2];
+      const RecordedStep& s = run.ranks[r].steps[c + 2];
       EXPECT_NEAR(t.at(r, c, 2), (s.t1 - s.t0) / 1e6, 1e-9);
     }
   EXPECT_EQ(step_segment_table(run, {"forward"}, 0).steps.size(), 6u);

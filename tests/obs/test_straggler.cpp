@@ -140,7 +140,7 @@ TEST(StragglerTable, CpuPerSegmentWallSumAndWaits) {
     rr.has_header = true;
     rr.header.rank = r;
     for (int s = 0; s < 3; s++) {
-      StepRecord st;
+      RecordedStep st;
       st.step = s;
       st.ms = {{"forward", 10.0 + r}, {"backward", 20.0}, {"wait", 4.0}, {"pp", 1.0}, {"dp-all-gather", 7.0}};
       st.cpu_ms = {{"forward", 9.0}, {"backward", 19.0}};
@@ -159,7 +159,7 @@ TEST(StragglerTable, CpuPerSegmentWallSumAndWaits) {
   EXPECT_EQ(t.wait[0], 5.0);             // wait + pp, not the collectives' own times
   // Records without CPU times or waits: no compute row, no waits.
   for (RankRecords& rr : run.ranks)
-    for (StepRecord& st : rr.steps) st.cpu_ms.clear(), st.ms.erase("wait"), st.ms.erase("pp");
+    for (RecordedStep& st : rr.steps) st.cpu_ms.clear(), st.ms.erase("wait"), st.ms.erase("pp");
   const SegmentTable u = straggler_table(run, 0);
   EXPECT_EQ(u.segments, (std::vector<std::string>{"forward", "backward"}));
   EXPECT_EQ(u.at(1, 2, 0), 11.0);
