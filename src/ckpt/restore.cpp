@@ -16,7 +16,6 @@
 #include "ckpt/data_stream.h"         // data_stream_of
 #include "comm/communicator.h"        // Communicator
 #include "model/param_layout.h"       // slice_param
-#include "parallel/dp/zero_dp.h"      // ZeroDataParallel::owned_ranges
 #include "config/resume_spec.h"       // parse_resume
 #include "parallel/parallel_model.h"  // ParallelModel
 
@@ -115,11 +114,10 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelMo
 // The reader's state to the rest of its data-parallel group: the weights whole (every rank holds
 // them), each rank's own ZeRO ranges of the two moments (sent to it alone: 2/dp of the moments
 // instead of all of them).
-void send_to_group(Communicator& dp, ParallelModel& pm, const Config& cfg, std::vector<std::vector<float>>& state) {
+void send_to_group(Communicator& dp, ParallelModel& pm, std::vector<std::vector<float>>& state) {
   for (int c = 0; c < pm.num_chunks(); c++) {
     dp.broadcast(state[3 * c].data(), state[3 * c].size(), DType::kF32, 0);
-    const GPT& model = pm.chunk(c);
-    auto ranges_of = [&](int r) { return ZeroDataParallel::owned_ranges(model, cfg.parallel, cfg.optim, dp.size(), r); };
+    auto ranges_of = [&](int r) { return pm.owned_ranges(c, dp.size(), r); };
     std::vector<float> packed;
     if (dp.rank() == 0) {
       for (int r = 1; r < dp.size(); r++) {
@@ -245,7 +243,7 @@ RestoreResult restore_checkpoint(const Config& cfg, ParallelModel& model, const 
     }
     res.agree_seconds = agree_watch.seconds();
     const Stopwatch send_watch;
-    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, model, cfg, state);
+    if (cfg.checkpoint.broadcast_restore && dp && dp->size() > 1) send_to_group(*dp, model, state);
     res.send_seconds = send_watch.seconds();
     for (int c = 0; c < model.num_chunks(); c++)
       model.load_chunk_state(c, state[3 * c].data(), state[3 * c + 1].data(), state[3 * c + 2].data(), m.step);

@@ -187,6 +187,10 @@ double ParallelModel::forward_only_loss_sum(int batches, const Tokens& next_micr
   return pp_sum(stage_exec_->run_forward_only(batches, [&](int, int* in, int* tg) { next_micro_batch(in, tg); }));
 }
 
+std::vector<std::pair<size_t, size_t>> ParallelModel::owned_ranges(int c, int replicas, int rank) const {
+  return ZeroDataParallel::owned_ranges(*chunks_[c].model, cfg_.parallel, cfg_.optim, replicas, rank);
+}
+
 std::string ParallelModel::describe() const {
   std::string out;
   if (cfg_.parallel.tp > 1) {

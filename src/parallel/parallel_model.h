@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"         // Config
@@ -84,6 +85,9 @@ class ParallelModel {
   // tp = pp = 0 of this data-parallel replica (empty elsewhere). Collective over the replica's TP and
   // PP groups; call sync_params() first.
   std::vector<float> gather_whole_model();
+  // The flat-buffer ranges [lo, hi) of chunk c whose optimizer state data-parallel rank `rank` of
+  // `replicas` owns (ZeRO-2's shards; a restore's reader sends each rank only its ranges).
+  std::vector<std::pair<size_t, size_t>> owned_ranges(int c, int replicas, int rank) const;
   // The layout for the log: tensor / pipeline / data parallel parts ("" for one process).
   std::string describe() const;
 
