@@ -23,6 +23,10 @@ MS_CONFIG_ENUM(SaveFailurePolicy, {SaveFailurePolicy::kContinue, "continue"}, {S
   X(float, timeout_s, 600.0f, "rank 0 waits at most this long (seconds) for every rank's file of a save before declaring it failed (a rank whose write failed says so at the next step boundary, without needing disk space)") \
   X(bool, broadcast_restore, true, "restore: one rank per data-parallel group reads the shared files and broadcasts them (false = every rank reads; for comparison)")
 
-struct CheckpointConfig { MS_CHECKPOINT_FIELDS(MS_DECLARE_FIELD) };
+struct CheckpointConfig {
+  MS_CHECKPOINT_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms

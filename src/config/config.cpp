@@ -1,8 +1,7 @@
-// config.cpp: loading, overriding, dumping and validating the config tree (see config.h).
+// config.cpp: loading, overriding and dumping the config tree, and fitting its layout to the world
+// (see config.h; the value checks are config_validate.cpp).
 #include "config/config.h"
 
-#include <algorithm>  // std::max
-#include <cmath>    // std::isfinite
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -209,129 +208,6 @@ std::string to_json(const Config& c) {
     else j[k.substr(0, dot)][k.substr(dot + 1)] = v;
   });
   return j.dump(2);
-}
-
-void Config::validate() const {
-  const auto& m = model;
-  MS_CHECK(m.vocab_size > 0 && m.vocab_size <= 65536, "config: model.vocab_size={} must be in 1..65536 (tokens are stored as uint16)", m.vocab_size);
-  // Upper bounds keep every size product (Vp, 3C, 4C, 4C x C, Vp x C, max_seq_len x C) inside int.
-  MS_CHECK(m.pad_vocab_to > 0 && m.pad_vocab_to <= 65536, "config: model.pad_vocab_to={} must be in 1..65536",
-           m.pad_vocab_to);
-  MS_CHECK(m.n_layer > 0 && m.n_layer <= 65536, "config: model.n_layer={} must be in 1..65536", m.n_layer);
-  MS_CHECK(m.n_embd > 0 && m.n_embd <= 16384, "config: model.n_embd={} must be in 1..16384 (the MLP's 4 x n_embd^2 "
-           "weights must stay within 32-bit sizes)", m.n_embd);
-  MS_CHECK(m.n_head > 0 && m.n_embd % m.n_head == 0,
-           "config: model.n_head={} does not divide model.n_embd={}", m.n_head, m.n_embd);
-  MS_CHECK(m.max_seq_len > 0 && m.max_seq_len <= (1 << 20), "config: model.max_seq_len={} must be in 1..1048576",
-           m.max_seq_len);
-  MS_CHECK(static_cast<int64_t>(m.padded_vocab()) * m.n_embd <= INT32_MAX &&
-               static_cast<int64_t>(m.max_seq_len) * m.n_embd <= INT32_MAX,
-           "config: the embeddings are too large: the padded vocabulary {} or model.max_seq_len={} times "
-           "model.n_embd={} exceeds 2^31-1 elements", m.padded_vocab(), m.max_seq_len, m.n_embd);
-  MS_CHECK(m.attention != AttentionKind::kSliding || m.window > 0,
-           "config: model.window={} must be > 0 for sliding attention", m.window);
-  MS_CHECK(m.full_every >= 0, "config: model.full_every={} must be >= 0", m.full_every);
-  MS_CHECK(std::isfinite(m.init_std) && m.init_std > 0, "config: model.init_std={} must be finite and > 0", m.init_std);
-
-  const auto& o = optim;
-  MS_CHECK(std::isfinite(o.lr) && o.lr > 0, "config: optim.lr={} must be finite and > 0", o.lr);
-  MS_CHECK(std::isfinite(o.min_lr) && o.min_lr >= 0 && o.min_lr <= o.lr,
-           "config: optim.min_lr={} must be finite and in [0, optim.lr={}]", o.min_lr, o.lr);
-  MS_CHECK(o.warmup_steps >= 0, "config: optim.warmup_steps={} must be >= 0", o.warmup_steps);
-  MS_CHECK(o.decay_steps >= 0, "config: optim.decay_steps={} must be >= 0", o.decay_steps);
-  MS_CHECK(std::isfinite(o.beta1) && o.beta1 >= 0 && o.beta1 < 1, "config: optim.beta1={} must be in [0,1)", o.beta1);
-  MS_CHECK(std::isfinite(o.beta2) && o.beta2 >= 0 && o.beta2 < 1, "config: optim.beta2={} must be in [0,1)", o.beta2);
-  MS_CHECK(std::isfinite(o.eps) && o.eps > 0, "config: optim.eps={} must be finite and > 0", o.eps);
-  MS_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "config: optim.weight_decay={} must be finite and >= 0", o.weight_decay);
-  MS_CHECK(std::isfinite(o.max_trust) && o.max_trust >= 0, "config: optim.max_trust={} must be finite and >= 0", o.max_trust);
-  MS_CHECK(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "config: optim.grad_clip={} must be finite and >= 0", o.grad_clip);
-
-  MS_CHECK(!data.train.empty(), "config: data.train is missing (path, directory or glob of training shards)");
-
-  const auto& t = train;
-  MS_CHECK(t.steps > 0 && t.steps <= 1000000000, "config: train.steps={} must be in 1..1000000000", t.steps);
-  MS_CHECK(t.batch_size > 0, "config: train.batch_size={} must be > 0", t.batch_size);
-  MS_CHECK(t.seq_len > 0 && t.seq_len <= m.max_seq_len,
-           "config: train.seq_len={} must be in 1..model.max_seq_len={}", t.seq_len, m.max_seq_len);
-  MS_CHECK(t.grad_accum > 0, "config: train.grad_accum={} must be > 0", t.grad_accum);
-  MS_CHECK(t.eval_every >= 0, "config: train.eval_every={} must be >= 0", t.eval_every);
-  MS_CHECK(t.eval_batches > 0, "config: train.eval_batches={} must be > 0", t.eval_batches);
-  MS_CHECK(t.sample_tokens >= 0, "config: train.sample_tokens={} must be >= 0", t.sample_tokens);
-  MS_CHECK(!t.out_dir.empty(), "config: train.out_dir must not be empty");
-  MS_CHECK(t.threads >= 0, "config: train.threads={} must be >= 0", t.threads);
-  MS_CHECK(t.precision == DType::kF32 || t.precision == DType::kBF16,
-           "config: train.precision='{}' must be {}", dtype_name(t.precision), config_choices<DType>());
-  MS_CHECK(t.global_batch >= 0, "config: train.global_batch={} must be >= 0", t.global_batch);
-  MS_CHECK(!t.resume.empty(), "config: train.resume must be 'auto', 'never' or a checkpoint folder");
-  MS_CHECK(t.exit_after >= 0, "config: train.exit_after={} must be >= 0", t.exit_after);
-  const auto& k = checkpoint;
-  MS_CHECK(k.every >= 0, "config: checkpoint.every={} must be >= 0 (0 = no periodic saves)", k.every);
-  MS_CHECK(k.keep_last >= 1, "config: checkpoint.keep_last={} must be >= 1 (the newest checkpoint is always kept)",
-           k.keep_last);
-  MS_CHECK(k.keep_every >= 0, "config: checkpoint.keep_every={} must be >= 0", k.keep_every);
-  MS_CHECK(std::isfinite(k.timeout_s) && k.timeout_s > 0, "config: checkpoint.timeout_s={} must be > 0", k.timeout_s);
-  const auto& ob = obs;
-  MS_CHECK(ob.flush_ms >= 10 && ob.flush_ms <= 600000, "config: obs.flush_ms={} must be in 10..600000", ob.flush_ms);
-  MS_CHECK(ob.summary_every >= 0, "config: obs.summary_every={} must be >= 0 (0 = never)", ob.summary_every);
-  MS_CHECK(std::isfinite(ob.straggler_margin) && ob.straggler_margin > 0 && ob.straggler_margin < 10,
-           "config: obs.straggler_margin={} must be in (0, 10) (a fraction: 0.05 = 5% slower than the peers' median)",
-           ob.straggler_margin);
-  MS_CHECK(ob.straggler_window >= 2, "config: obs.straggler_window={} must be >= 2 steps", ob.straggler_window);
-  MS_CHECK(ob.realign_every >= 0, "config: obs.realign_every={} must be >= 0 (0 = only at start-up)", ob.realign_every);
-  MS_CHECK(std::isfinite(ob.watchdog_grace_s) && ob.watchdog_grace_s >= 0 && ob.watchdog_grace_s <= 3600,
-           "config: obs.watchdog_grace_s={} must be in 0..3600", ob.watchdog_grace_s);
-
-  const auto& p = parallel;
-  MS_CHECK(p.dp >= 0, "config: parallel.dp={} must be >= 0 (0 = all ranks)", p.dp);
-  MS_CHECK(p.tp >= 1 && p.tp <= 4096, "config: parallel.tp={} must be in 1..4096", p.tp);
-  if (p.tp > 1) {  // the tensor-parallel split must cut every sharded dimension evenly
-    MS_CHECK(m.n_head % p.tp == 0, "config: parallel.tp={} does not divide model.n_head={} (heads are split over the "
-             "tensor-parallel ranks)", p.tp, m.n_head);
-    MS_CHECK((4 * m.n_embd) % p.tp == 0, "config: parallel.tp={} does not divide the MLP width 4*model.n_embd={}",
-             p.tp, 4 * m.n_embd);
-    MS_CHECK(m.padded_vocab() % p.tp == 0, "config: parallel.tp={} does not divide the padded vocabulary {} "
-             "(model.vocab_size={} rounded up to model.pad_vocab_to={}); choose pad_vocab_to as a multiple of tp",
-             p.tp, m.padded_vocab(), m.vocab_size, m.pad_vocab_to);
-    MS_CHECK(!p.sequence_parallel || t.seq_len % p.tp == 0, "config: parallel.tp={} does not divide train.seq_len={}, "
-             "which sequence parallelism splits (or set parallel.sequence_parallel=false)", p.tp, t.seq_len);
-  }
-  MS_CHECK(p.tp_chunks >= 1, "config: parallel.tp_chunks={} must be >= 1", p.tp_chunks);
-  if (p.tp > 1 && p.sequence_parallel)
-    MS_CHECK(static_cast<int64_t>(p.tp_chunks) <= static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp,
-             "config: parallel.tp_chunks={} exceeds the {} rows each tensor-parallel rank holds (train.batch_size x "
-             "train.seq_len / parallel.tp)", p.tp_chunks, static_cast<int64_t>(t.batch_size) * t.seq_len / p.tp);
-  MS_CHECK(p.pp >= 1 && p.pp <= 4096, "config: parallel.pp={} must be in 1..4096", p.pp);
-  MS_CHECK(p.virtual_stages >= 1, "config: parallel.virtual_stages={} must be >= 1", p.virtual_stages);
-  MS_CHECK(p.virtual_stages == 1 || p.schedule == PipelineScheduleKind::kInterleaved,
-           "config: parallel.virtual_stages={} needs parallel.schedule='interleaved' (1f1b runs one chunk per stage)",
-           p.virtual_stages);
-  MS_CHECK(p.virtual_stages == 1 || p.pp > 1, "config: parallel.virtual_stages={} needs parallel.pp > 1",
-           p.virtual_stages);
-  MS_CHECK(m.n_layer % (p.pp * p.virtual_stages) == 0,
-           "config: model.n_layer={} is not divisible by parallel.pp={} x parallel.virtual_stages={} (the pipeline's "
-           "model chunks hold equal numbers of layers)", m.n_layer, p.pp, p.virtual_stages);
-  if (p.schedule == PipelineScheduleKind::kInterleaved && t.global_batch == 0)
-    MS_CHECK(t.grad_accum % p.pp == 0, "config: train.grad_accum={} (the micro-batches of a step) is not a multiple "
-             "of parallel.pp={}, which the interleaved schedule needs", t.grad_accum, p.pp);
-  MS_CHECK(std::isfinite(data.loader_timeout_s) && data.loader_timeout_s > 0 && data.loader_timeout_s <= 7 * 24 * 3600.0,
-           "config: data.loader_timeout_s={} must be in (0, 604800] seconds", data.loader_timeout_s);
-  MS_CHECK(std::isfinite(p.bucket_mb) && p.bucket_mb > 0, "config: parallel.bucket_mb={} must be > 0", p.bucket_mb);
-  // Milliseconds must fit the deadline arithmetic (int64 ns): at most a week.
-  MS_CHECK(std::isfinite(p.timeout_s) && p.timeout_s > 0 && p.timeout_s <= 7 * 24 * 3600.0,
-           "config: parallel.timeout_s={} must be in (0, 604800] seconds", p.timeout_s);
-  MS_CHECK(p.bucket_mb <= 65536.0f, "config: parallel.bucket_mb={} must be <= 65536", p.bucket_mb);
-  // Tokens per micro-batch and sequences per step stay well inside int.
-  MS_CHECK(static_cast<int64_t>(t.batch_size) * t.seq_len <= (int64_t{1} << 30),
-           "config: train.batch_size={} x train.seq_len={} tokens per micro-batch is too large", t.batch_size, t.seq_len);
-  MS_CHECK(static_cast<int64_t>(t.batch_size) * t.grad_accum * std::max(p.dp, 1) <= INT32_MAX,
-           "config: train.batch_size={} x train.grad_accum={} x parallel.dp={} sequences per step is too large",
-           t.batch_size, t.grad_accum, p.dp);
-  MS_CHECK(static_cast<int64_t>(p.tp) * std::max(p.dp, 1) * p.pp <= 1 << 20,
-           "config: parallel.tp={} x parallel.dp={} x parallel.pp={} ranks is too large", p.tp, p.dp, p.pp);
-  if (p.dp > 0 && t.global_batch > 0)
-    MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
-             "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",
-             t.global_batch, p.dp, t.batch_size);
 }
 
 void Config::resolve_layout(int world_size) {

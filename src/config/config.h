@@ -29,7 +29,9 @@ struct Config {
   CheckpointConfig checkpoint;
   ObsConfig obs;
 
-  // Rejects impossible values; the error names the key and the reason. Every entry point calls it
+  // Rejects impossible values; the error names the key and the reason. Runs each section's
+  // validate() (its own fields), then the checks across sections (seq_len vs max_seq_len, the
+  // tensor-parallel split, layers per pipeline chunk, batch products). Every entry point calls it
   // before anything computes with the values (resolve_layout calls it first itself).
   void validate() const;
   // Fits the layout to world_size ranks, before any rank starts work: validate(), then resolves

@@ -15,6 +15,10 @@ namespace ms {
   X(float, loader_timeout_s, 60.0f, "a rank waiting on the machine's shared data loader for longer than this (seconds) stops with an error naming the loader") \
   X(std::string, tokenizer_dir, "", "folder with GPT-2's encoder.json and vocab.bpe (empty = the one setup installs)")
 
-struct DataConfig { MS_DATA_FIELDS(MS_DECLARE_FIELD) };
+struct DataConfig {
+  MS_DATA_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms

@@ -28,7 +28,10 @@ MS_CONFIG_ENUM(AttentionKind, {AttentionKind::kFull, "full"}, {AttentionKind::kS
   X(int, full_every, 0, "with attention='sliding': every k-th layer (layers k-1, 2k-1, ... counting from 0) uses full attention; 0 = none") \
   X(float, init_std, 0.02f, "std of the normal init of weights (residual projections get init_std/sqrt(2L), GPT-2 style)")
 
-struct ModelConfig { MS_MODEL_FIELDS(MS_DECLARE_FIELD)
+struct ModelConfig {
+  MS_MODEL_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
   int padded_vocab() const { return (vocab_size + pad_vocab_to - 1) / pad_vocab_to * pad_vocab_to; }
   int head_size() const { return n_embd / n_head; }
   bool parallel_block() const { return block == BlockKind::kParallel; }

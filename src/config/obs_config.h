@@ -19,6 +19,10 @@ namespace ms {
   X(bool, watchdog, true, "a watchdog thread per rank: an operation past its deadline (parallel.timeout_s) dumps the rank's recent collectives and current segment to <train.out_dir>/hang/ and ends the rank with exit code 86") \
   X(float, watchdog_grace_s, 2.0f, "the watchdog acts this long after an operation's deadline, leaving the engine's own timeout the first word")
 
-struct ObsConfig { MS_OBS_FIELDS(MS_DECLARE_FIELD) };
+struct ObsConfig {
+  MS_OBS_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms

@@ -27,6 +27,10 @@ MS_CONFIG_ENUM(OptimizerKind, {OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::
   X(float, max_trust, 0.0f, "LAMB: clamp the trust ratio to [0, max_trust]; 0 = no clamp")         \
   X(float, grad_clip, 1.0f, "clip the global gradient L2 norm to this value; 0 = off")
 
-struct OptimConfig { MS_OPTIM_FIELDS(MS_DECLARE_FIELD) };
+struct OptimConfig {
+  MS_OPTIM_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms

@@ -36,6 +36,10 @@ MS_CONFIG_ENUM(PipelineScheduleKind, {PipelineScheduleKind::k1F1B, "1f1b"}, {Pip
   X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")            \
   X(bool, trace, false, "write a per-rank Chrome trace (out_dir/trace_rank<r>.json) of compute and communication")
 
-struct ParallelConfig { MS_PARALLEL_FIELDS(MS_DECLARE_FIELD) };
+struct ParallelConfig {
+  MS_PARALLEL_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms

@@ -33,6 +33,10 @@ MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar,
   X(int, exit_after, 0, "stop after N steps of this invocation with a checkpoint (Megatron's --exit-interval; 0 = run to train.steps)") \
   X(ProgressMode, progress, ProgressMode::kAuto, "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")
 
-struct TrainConfig { MS_TRAIN_FIELDS(MS_DECLARE_FIELD) };
+struct TrainConfig {
+  MS_TRAIN_FIELDS(MS_DECLARE_FIELD)
+  // Checks the fields of this section alone; Config::validate() runs it, then the cross-section checks.
+  void validate() const;
+};
 
 }  // namespace ms
