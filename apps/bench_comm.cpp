@@ -266,7 +266,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
       bench_log().info("{} ranks, gloo, {} store{}", n, store, bandwidth ? ", bandwidth" : "");
       LaunchOptions lo;
       lo.nproc = n;
-      lo.store = store;
+      lo.store = launch::parse_store_spec(store);
       lo.quiet_others = true;
       lo.command = worker_args(bandwidth, out);
       const LaunchResult r = run_launcher(lo);

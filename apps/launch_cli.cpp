@@ -8,6 +8,13 @@
 
 namespace ms {
 
+namespace {
+// The hidden subcommand the driver starts on each host, and the self-check's (selfcheck_tool.cpp):
+// the library takes both as commands (DriverOptions.tools).
+constexpr const char* kExecutorCommand = "executor";
+constexpr const char* kSelfCheckCommand = "selfcheck";
+}  // namespace
+
 void add_launch_commands(CLI::App& app, LaunchArgs& a) {
   LaunchOptions& opt = a.single;
   launch::DriverOptions& d = a.driver;
@@ -23,7 +30,7 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
       ->check(CLI::Range(0, 1024))->capture_default_str();
   cmd->add_option("--host-launcher", d.host_launcher, "driver mode: 'local', or a command prefix with {host} that runs "
                   "the executor on a host (e.g. \"ssh -o BatchMode=yes {host}\", \"srun -N1 -n1 -w {host}\")")->capture_default_str();
-  cmd->add_option("--store", opt.store, "rendezvous store: 'file' (a private folder), 'redis' (a redis-server started for "
+  cmd->add_option("--store", a.store, "rendezvous store: 'file' (a private folder), 'redis' (a redis-server started for "
                   "the launch, random password) or redis://host:port (password in MEGASCALE_STORE_PASSWORD or the file "
                   "MEGASCALE_STORE_PASSWORD_FILE); driver mode default: file on one machine, else redis")->capture_default_str();
   cmd->add_option("--run-dir", opt.run_dir, "folder for the launch's temporary files (default: the temporary folder)");
@@ -44,7 +51,7 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
                   "as a hang (0 = off)")->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   cmd->add_option("--loss-window", d.loss_window, "driver mode: steps in the loss-spike window")->check(CLI::Range(2, 100000))->capture_default_str();
   cmd->add_option("--loss-z", d.loss_z, "driver mode: z-score of a loss spike (0 = off)")->check(CLI::Range(0.0, 1e6))->capture_default_str();
-  cmd->add_option("--loss-spike-action", d.loss_spike_action, "driver mode: warn or restart")
+  cmd->add_option("--loss-spike-action", a.loss_spike_action, "driver mode: warn or restart")
       ->check(CLI::IsMember({"warn", "restart"}))->capture_default_str();
   cmd->add_option("--max-restarts", d.max_restarts, "driver mode: restarts before giving up")->check(CLI::Range(0, 100000))->capture_default_str();
   cmd->add_option("--same-failure-limit", d.same_failure_limit, "driver mode: the same failure (kind, rank, step) this many "
@@ -72,7 +79,7 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
                   "starting with / or ./ and its arguments")->required();
 
   launch::ExecutorOptions& e = a.executor;
-  CLI::App* ex = app.add_subcommand("executor", "one host's agent of a driven job (started by `launch --hosts`)")->group("");
+  CLI::App* ex = app.add_subcommand(kExecutorCommand, "one host's agent of a driven job (started by `launch --hosts`)")->group("");
   ex->add_option("--host-index", e.host)->required();
   ex->add_option("--address", e.address);
   ex->add_option("--beat-ms", a.executor_beat_ms)->check(CLI::Range(10, 600000));
@@ -82,7 +89,7 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
 }
 
 int run_launch_command(CLI::App& app, LaunchArgs& a) {
-  if (app.got_subcommand("executor")) {
+  if (app.got_subcommand(kExecutorCommand)) {
     launch::ExecutorOptions e = a.executor;
     e.beat = std::chrono::milliseconds(a.executor_beat_ms);
     if (e.error_patterns.empty()) e.error_patterns = launch::default_error_patterns();
@@ -94,6 +101,9 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   s.command = resolve_launch_command(s.command);
   s.dashboard_assets = default_dashboard_dir();
   s.signal_grace = std::chrono::milliseconds((int64_t)(a.signal_grace_s * 1000));
+  // Flags with a fixed set of values are parsed here, once: the library compares kinds, not words.
+  const bool store_given = app.get_subcommand("launch")->count("--store") > 0;
+  s.store = launch::parse_store_spec(a.store);
   if (a.hosts.empty()) {
     CLI::App* cmd = app.get_subcommand("launch");
     MS_CHECK(cmd->count("--nproc") > 0, "launch needs --nproc N (ranks on this machine) or --hosts HOSTS (driver mode)");
@@ -102,8 +112,11 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   launch::DriverOptions d = a.driver;
   d.hosts = a.hosts;
   d.command = s.command;
-  d.self_exe = self_executable();
-  d.store = app.get_subcommand("launch")->count("--store") ? s.store : "auto";
+  const std::string exe = self_executable();
+  d.tools.executor = {exe, kExecutorCommand};
+  d.tools.selfcheck = {exe, kSelfCheckCommand};
+  d.store = store_given ? s.store : launch::StoreSpec{};  // not given: auto
+  d.loss_spike_action = launch::parse_loss_spike_action(a.loss_spike_action);
   d.run_dir = s.run_dir;
   d.quiet_others = s.quiet_others;
   d.stall = {a.stall_factor, a.stall_min_s, a.startup_s};

@@ -16,6 +16,8 @@ struct LaunchArgs {
   LaunchOptions single;          // --nproc
   launch::DriverOptions driver;  // --hosts
   std::string hosts;             // given: driver mode
+  std::string store = "file";    // --store as given (parsed into single.store / driver.store)
+  std::string loss_spike_action = "warn";  // --loss-spike-action as given (parsed into driver's)
   double stop_grace_s = 3, signal_grace_s = 120, stall_factor = 10, stall_min_s = 30, startup_s = 300;
   launch::ExecutorOptions executor;
   int executor_beat_ms = 1000;

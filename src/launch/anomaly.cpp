@@ -6,7 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
+
 namespace ms::launch {
+
+LossSpikeAction parse_loss_spike_action(const std::string& text) {
+  if (text == "warn") return LossSpikeAction::kWarn;
+  if (text == "restart") return LossSpikeAction::kRestart;
+  MS_FAIL("--loss-spike-action must be warn or restart, got '{}'", text);
+}
 
 namespace {
 double seconds(DriverClock::duration d) { return std::chrono::duration<double>(d).count(); }

@@ -8,6 +8,8 @@
 //    completed a step (a job of one rank has no traffic and is not judged).
 //  - LossWatch: a non-finite loss, or a spike: z = (loss - mean) / std over the last `window`
 //    losses above `z_limit` (judged once `window` losses are known; std floored at 1e-3 x |mean|).
+//  - LossSpikeAction: what a spike does (`--loss-spike-action`, parsed once at the command line):
+//    warn (logged) or restart (a fault, recovered like any other).
 //  - LoopClock: the time these detectors and the heartbeat ages are judged on. It stands still
 //    while the driver's loop does not run (the driver was SIGSTOPped, or a call blocked): a gap
 //    between two ticks longer than `max_gap` counts as `max_gap`, so a driver that could not read
@@ -78,6 +80,10 @@ class LoopClock {
   DriverClock::duration skipped_{};
   DriverClock::time_point last_real_{}, now_{};
 };
+
+enum class LossSpikeAction { kWarn, kRestart };
+// "warn" or "restart"; else ms::Error "--loss-spike-action must be warn or restart, got 'X'".
+LossSpikeAction parse_loss_spike_action(const std::string& text);
 
 class LossWatch {
  public:

@@ -3,11 +3,8 @@
 // -> the next attempt (or the end).
 #include "launch/driver.h"
 
-#include <fcntl.h>      // fcntl, O_NONBLOCK
 #include <poll.h>       // poll
-#include <signal.h>     // kill
-#include <sys/wait.h>   // waitpid
-#include <unistd.h>     // pipe2, close, getpid
+#include <unistd.h>     // getpid
 
 #include <algorithm>
 #include <cerrno>
@@ -25,6 +22,7 @@
 #include "base/log.h"          // make_named_logger
 #include "launch/dashboard.h"
 #include "launch/event_log.h"
+#include "launch/executor_channel.h"
 #include "launch/heartbeat.h"
 #include "launch/janitor.h"
 #include "launch/host_launcher.h"
@@ -60,15 +58,9 @@ double secs(Clock::duration d) { return std::chrono::duration<double>(d).count()
 
 struct Host {
   HostSpec spec;
-  pid_t pid = -1;          // the executor (leader of its process group)
-  int to_fd = -1, from_fd = -1, err_fd = -1;  // its stdin, stdout (reports) and stderr
-  LineReader reader, err_reader;
+  ExecutorChannel exec;    // its executor
   bool up = false;         // said hello
-  bool alive = false;      // executor running and its channel open
-  bool excluded = false;
-  std::string excluded_why;
-  bool active = false;     // runs ranks in the current attempt
-  std::vector<int> ranks;  // world ranks in the current attempt
+  std::vector<int> ranks;  // world ranks in the current attempt (when the policy has it active)
   Clock::time_point last_beat{};
   HostBeat last;           // the last heartbeat
   std::optional<SelfCheckReport> check;  // the current self-check round's report
@@ -76,35 +68,32 @@ struct Host {
 
 enum class Phase { kRunning, kStopping, kSelfCheck, kDraining, kDone };
 
-// A detected fault: what, who, where, and when (the event log's clock).
-struct Fault : FaultRecord {
-  double detected_mono = 0;
-};
-
 class Driver {
  public:
   explicit Driver(const DriverOptions& opt) : opt_(opt), progress_(opt.stall), traffic_(opt.traffic_timeout_s),
-                                              loss_(opt.loss_window, opt.loss_z),
-                                              retry_(opt.same_failure_limit, opt.max_restarts) {
+                                              loss_(opt.loss_window, opt.loss_z) {
     MS_CHECK(opt.nproc_per_host >= 1 && opt.nproc_per_host <= 1024, "--nproc-per-host must be in 1..1024");
     MS_CHECK(!opt.command.empty(), "no command to launch");
-    MS_CHECK(opt.loss_spike_action == "warn" || opt.loss_spike_action == "restart",
-             "--loss-spike-action must be warn or restart, got '{}'", opt.loss_spike_action);
+    MS_CHECK(!opt.tools.executor.empty() && !opt.tools.selfcheck.empty(),
+             "DriverOptions.tools: the application must say how to start an executor and a self-check");
     launcher_ = make_host_launcher(opt.host_launcher);
+    PolicyOptions po{{}, opt.spare_hosts, opt.same_failure_limit, opt.max_restarts, opt.selfcheck, opt.loss_spike_action};
     for (const HostSpec& s : parse_hosts(opt.hosts)) {
       hosts_.emplace_back();
       hosts_.back().spec = s;
+      po.host_names.push_back(s.name);
     }
     MS_CHECK(opt.spare_hosts >= 0 && opt.spare_hosts < (int)hosts_.size(),
              "--spare-hosts {} leaves no host to run on ({} host(s))", opt.spare_hosts, hosts_.size());
-    wanted_hosts_ = (int)hosts_.size() - opt.spare_hosts;
+    policy_ = std::make_unique<RecoveryPolicy>(std::move(po));
     tag_ = fmt::format("{}-{}", ::getpid(), (int64_t)(unix_seconds() * 1000));
     bool all_local = true;
     for (const Host& h : hosts_) all_local = all_local && h.spec.local;
-    std::string store = opt.store == "auto" ? (all_local ? "file" : "redis") : opt.store;
+    const StoreSpec store = resolve_store(opt.store, all_local);
     folders_ = std::make_unique<PrivateDir>(opt.run_dir, "launch-" + tag_, "launch", janitor_);
-    MS_CHECK(all_local || store != "file", "--store file needs every host on this machine; use redis or redis://host:port");
-    MS_CHECK(all_local || store != "redis", "--store redis starts a server on loopback, which other hosts cannot reach; "
+    MS_CHECK(all_local || store.kind != StoreKind::kFile,
+             "--store file needs every host on this machine; use redis or redis://host:port");
+    MS_CHECK(all_local || store.kind != StoreKind::kRedis, "--store redis starts a server on loopback, which other hosts cannot reach; "
              "start one they can and give --store redis://host:port (password in MEGASCALE_STORE_PASSWORD)");
     store_ = std::make_unique<JobStore>(store, opt.run_dir, tag_, janitor_);
     const std::string log_dir = opt.log_dir.empty() ? (fs::path("megascale-launch") / ("job-" + tag_)).string() : opt.log_dir;
@@ -119,7 +108,7 @@ class Driver {
       d.port = opt.dashboard_port;
       d.assets_dir = opt.dashboard_assets;
       d.launch_dir = folders_->path();
-      d.world = wanted_hosts_ * opt.nproc_per_host;
+      d.world = policy_->wanted_hosts() * opt.nproc_per_host;
       dash_ = std::make_unique<Dashboard>(d);
       dlog().info("dashboard at {}", dash_->url());
       if (const std::string w = dash_->exposure_warning(); !w.empty()) dlog().warn("{}", w);
@@ -150,78 +139,32 @@ class Driver {
   // ---- executors ------------------------------------------------------------------------------
 
   void start_executor(Host& h) {
-    std::vector<std::string> argv = {opt_.self_exe, "executor", "--host-index", std::to_string(h.spec.index),
-                                     "--address", h.spec.address, "--beat-ms",
-                                     std::to_string((int)(opt_.heartbeat_s * 1000))};
+    std::vector<std::string> argv = opt_.tools.executor;
+    argv.insert(argv.end(), {"--host-index", std::to_string(h.spec.index), "--address", h.spec.address, "--beat-ms",
+                             std::to_string((int)(opt_.heartbeat_s * 1000))});
     if (!opt_.run_dir.empty()) argv.insert(argv.end(), {"--run-dir", opt_.run_dir});
     for (const auto& p : opt_.error_patterns) argv.insert(argv.end(), {"--error-pattern", p});
     for (const auto& p : opt_.warning_patterns) argv.insert(argv.end(), {"--warning-pattern", p});
-    argv = launcher_->wrap(h.spec, argv);
-    int in[2], out[2], err[2];
-    MS_SYSCHECK(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "pipe2");
-    try {
-      h.pid = spawn(argv, current_environment(), SpawnOptions{in[0], out[1], err[1], true, true});
-      janitor_.watch_group(h.pid);
-    } catch (...) {
-      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
-      throw;
-    }
-    ::close(in[0]), ::close(out[1]), ::close(err[1]);
-    h.to_fd = in[1], h.from_fd = out[0], h.err_fd = err[0];
-    MS_SYSCHECK(::fcntl(h.from_fd, F_SETFL, O_NONBLOCK) == 0 && ::fcntl(h.err_fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
-    h.alive = true;
+    h.exec.start(launcher_->wrap(h.spec, argv), janitor_);
     h.last_beat = now_;
   }
 
   // Ends an executor: `exit` on its channel, then SIGKILL to its group if it lingers (or at once).
-  void end_executor(Host& h, bool now) {
-    if (h.pid <= 0) return;
-    if (h.to_fd >= 0) {
-      if (!now) send(h, {{"cmd", "exit"}});
-      ::close(h.to_fd);
-      h.to_fd = -1;
-    }
-    const auto deadline = Clock::now() + (now ? std::chrono::milliseconds(0) : std::chrono::milliseconds(5000));
-    int st = 0;
-    for (;;) {
-      const pid_t w = ::waitpid(h.pid, &st, WNOHANG);
-      if (w == h.pid || (w < 0 && errno != EINTR)) break;
-      if (Clock::now() >= deadline) {
-        ::kill(-h.pid, SIGKILL);
-        ::waitpid(h.pid, &st, 0);
-        break;
-      }
-      ::usleep(10000);
-    }
-    ::kill(-h.pid, SIGKILL);  // anything left in its group
-    h.pid = -1;
-    if (h.from_fd >= 0) ::close(h.from_fd), h.from_fd = -1;
-    if (h.err_fd >= 0) {  // its last words
-      h.err_reader.read_from(h.err_fd);
-      for (std::string line; h.err_reader.next(line);) err_queue()->push_line(line);
-      ::close(h.err_fd), h.err_fd = -1;
-    }
-    h.alive = false;
-  }
-
-  void send(Host& h, const json& msg) {
-    if (h.to_fd < 0) return;
-    if (!send_message(h.to_fd, msg)) h.alive = false;
-  }
+  void end_executor(Host& h, bool now) { h.exec.end(now, *err_queue()); }
 
   void wait_for_hellos() {
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     for (;;) {
       bool all = true;
-      for (const Host& h : hosts_) all = all && (h.up || !h.alive);
-      if (all) break;
-      if (Clock::now() >= deadline) break;
+      for (const Host& h : hosts_) all = all && (h.up || !h.exec.alive());
+      if (all || Clock::now() >= deadline) break;
       pump(std::chrono::milliseconds(100));
       if (!signals_seen_.empty()) break;
     }
-    for (Host& h : hosts_)
+    for (Host& h : hosts_)  // an exclusion the driver sees itself: the policy records it
       if (!h.up) {
-        exclude(h, h.alive ? "its executor did not start within 30 s" : "its executor could not start");
+        const std::string why = h.exec.alive() ? "its executor did not start within 30 s" : "its executor could not start";
+        if (policy_->exclude(h.spec.index, why)) announce_exclusion(h, why);
         end_executor(h, true);
       }
     if (!signals_seen_.empty()) end_job(128 + signals_seen_.front(), fmt::format("driver got signal {}", signals_seen_.front()));
@@ -235,11 +178,10 @@ class Driver {
     std::vector<pollfd> pfds{{signals_.fd(), POLLIN, 0}};
     std::vector<Host*> owners;
     for (Host& h : hosts_)
-      for (int fd : {h.from_fd, h.err_fd})
-        if (fd >= 0) {
-          pfds.push_back({fd, POLLIN, 0});
-          owners.push_back(&h);
-        }
+      for (int fd : h.exec.read_fds()) {
+        pfds.push_back({fd, POLLIN, 0});
+        owners.push_back(&h);
+      }
     const int rc = ::poll(pfds.data(), pfds.size(), (int)wait.count());
     MS_SYSCHECK(rc >= 0 || errno == EINTR, "poll");
     now_ = clock_.tick(Clock::now());
@@ -248,16 +190,9 @@ class Driver {
     for (size_t i = 1; i < pfds.size(); i++) {
       if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Host& h = *owners[i - 1];
-      if (pfds[i].fd == h.err_fd) {  // the executor's stderr (its ranks' stderr lines): dropped when not read
-        const bool open = h.err_reader.read_from(h.err_fd);
-        for (std::string line; h.err_reader.next(line);) err_queue()->push_line(line);
-        if (!open) ::close(h.err_fd), h.err_fd = -1;
-        continue;
-      }
-      if (pfds[i].fd != h.from_fd) continue;
-      const bool open = h.reader.read_from(h.from_fd);
-      std::string line;
-      while (h.reader.next(line)) {
+      std::vector<std::string> reports;
+      const bool gone = h.exec.read(pfds[i].fd, *err_queue(), reports);
+      for (const std::string& line : reports) {
         if (line.empty()) continue;
         try {
           on_message(h, parse_message(line, fmt::format("the executor of host {}", h.spec.index)));
@@ -265,14 +200,9 @@ class Driver {
           dlog().warn("{}", e.what());
         }
       }
-      if (!open) {
-        ::close(h.from_fd);
-        h.from_fd = -1;
-        h.alive = false;
-        if (h.active && phase_ == Phase::kRunning)
-          begin_recovery({"executor", fmt::format("the executor of host {} ({}) ended", h.spec.index, h.spec.name), -1,
-                          h.spec.index});
-      }
+      if (gone && active(h) && phase_ == Phase::kRunning)
+        begin_recovery({"executor", fmt::format("the executor of host {} ({}) ended", h.spec.index, h.spec.name), -1,
+                        h.spec.index});
     }
   }
 
@@ -340,7 +270,8 @@ class Driver {
       if (l.level == "fault") events_->log("fault_injected", {{"rank", l.rank}, {"host", h.spec.index}, {"text", l.text}});
       if (l.level == "error") last_error_[l.rank] = l.text;
     }
-    if (b.attempt != attempt_ || !h.active) return;  // a late beat of an earlier attempt
+    const int attempt = policy_->attempt();
+    if (b.attempt != attempt || !active(h)) return;  // a late beat of an earlier attempt
     const auto now = now_;
     for (const RankBeat& r : b.ranks) {
       if (dash_ && r.pid > 0 && !rank_pid_seen_.count(r.pid)) {
@@ -354,30 +285,27 @@ class Driver {
       if (s.step > job_step_) {
         job_step_ = s.step;
         progress_.progress(now, s.step_ms);
-        if (!resumed_logged_ && attempt_ > 0) {
+        if (!resumed_logged_ && attempt > 0) {
           resumed_logged_ = true;
-          json f = {{"attempt", attempt_}, {"step", s.step}, {"from_checkpoint_step", s.step - 1}};
-          if (last_fault_) {
-            const int repeated = std::max(0, last_fault_->step - (s.step - 1));
-            f["recovery_s"] = events_->mono_now() - last_fault_->detected_mono;
+          json f = {{"attempt", attempt}, {"step", s.step}, {"from_checkpoint_step", s.step - 1}};
+          if (!policy_->faults().empty()) {
+            const int repeated = std::max(0, policy_->faults().back().step - (s.step - 1));
+            f["recovery_s"] = events_->mono_now() - fault_mono_.back();
             f["steps_repeated"] = repeated;
             steps_repeated_ += repeated;
           }
           events_->log("resumed", f);
-          dlog().info("attempt {} resumed: step {} done", attempt_, s.step);
+          dlog().info("attempt {} resumed: step {} done", attempt, s.step);
         }
       }
-      step_times_.add(s.step, attempt_, s.step_ms);  // its latest execution's time (its slowest rank)
+      step_times_.add(s.step, attempt, s.step_ms);  // its latest execution's time (its slowest rank)
       // Loss spikes (a non-finite loss never reaches a step record: the trainer stops that step and
       // the rank exits, classified as "nan" from its error line).
       if (!std::isfinite(s.loss) || !loss_seen_.insert(s.step).second) continue;
       if (auto why = loss_.add(s.step, s.loss, true)) {
         events_->log("loss_spike", {{"step", s.step}, {"rank", s.rank}, {"reason", *why}});
         dlog().warn("{}", *why);
-        if (opt_.loss_spike_action == "restart") {
-          begin_recovery({"loss-spike", *why, s.rank, h.spec.index});
-          return;
-        }
+        if (const auto fault = policy_->loss_spike(*why, s.rank, h.spec.index)) return begin_recovery(*fault);
       }
     }
     traffic_.add(now, b.bytes_sent + b.bytes_recv, progress_.started_steps() && world_ > 1);
@@ -386,29 +314,25 @@ class Driver {
   // ---- attempts -------------------------------------------------------------------------------
 
   void start_attempt() {
-    // The hosts: the first healthy ones, spares filling in for excluded hosts; without enough, shrink.
-    std::vector<int> healthy;
-    for (Host& h : hosts_)
-      if (!h.excluded && h.alive && h.up) healthy.push_back(h.spec.index);
-    if (healthy.empty()) return end_job(1, "no healthy host left");
+    // The hosts (recovery_policy.h): the first healthy ones, spares filling in; without enough, shrink.
+    std::vector<int> available;
+    for (const Host& h : hosts_)
+      if (h.exec.alive() && h.up) available.push_back(h.spec.index);
+    const AttemptDecision plan = policy_->next_attempt(available);
+    if (plan.end) return end_job(1, plan.reason);
     if (!store_ok(true)) return;
-    const AttemptPlan plan = plan_attempt(healthy, wanted_hosts_);
-    const int use = (int)plan.hosts.size();
-    if (plan.shrunk && !shrink_logged_) {
-      shrink_logged_ = true;
-      events_->log("shrink", {{"hosts", use}, {"wanted", wanted_hosts_}, {"world", use * opt_.nproc_per_host}});
-      dlog().warn("only {} healthy host(s) of {} needed: data parallelism shrinks to world {}", use, wanted_hosts_,
+    const int use = (int)plan.hosts.size(), wanted = policy_->wanted_hosts(), attempt = policy_->attempt();
+    if (plan.first_shrink) {
+      events_->log("shrink", {{"hosts", use}, {"wanted", wanted}, {"world", use * opt_.nproc_per_host}});
+      dlog().warn("only {} healthy host(s) of {} needed: data parallelism shrinks to world {}", use, wanted,
                   use * opt_.nproc_per_host);
     }
     world_ = use * opt_.nproc_per_host;
     const std::vector<int>& used = plan.hosts;
-    for (Host& h : hosts_) h.active = false, h.ranks.clear();
-    for (int i = 0; i < use; i++) {
-      Host& h = hosts_[(size_t)used[(size_t)i]];
-      h.active = true;
-      for (int l = 0; l < opt_.nproc_per_host; l++) h.ranks.push_back(i * opt_.nproc_per_host + l);
-    }
-    first_failure_ = {};
+    for (Host& h : hosts_) h.ranks.clear();
+    for (int i = 0; i < use; i++)
+      for (int l = 0; l < opt_.nproc_per_host; l++)
+        hosts_[(size_t)used[(size_t)i]].ranks.push_back(i * opt_.nproc_per_host + l);
     loss_seen_.clear();
     loss_.reset();
     resumed_logged_ = false;
@@ -416,87 +340,66 @@ class Driver {
     const auto now = now_;
     progress_.start(now);
     traffic_.start(now);
-    events_->log("attempt_start", {{"attempt", attempt_}, {"hosts", used}, {"world", world_}});
-    if (dash_ && attempt_ > 0) dash_->restart_records();
-    dlog().info("attempt {}: {} rank(s) on host(s) {}", attempt_, world_, fmt::join(used, ", "));
+    events_->log("attempt_start", {{"attempt", attempt}, {"hosts", used}, {"world", world_}});
+    if (dash_ && attempt > 0) dash_->restart_records();
+    dlog().info("attempt {}: {} rank(s) on host(s) {}", attempt, world_, fmt::join(used, ", "));
     for (Host& h : hosts_) {
-      if (!h.active) continue;
+      if (!active(h)) continue;
       RunCommand c;
-      c.attempt = attempt_;
+      c.attempt = attempt;
       c.world = world_;
       c.ranks = h.ranks;
       c.argv = opt_.command;
       c.quiet = opt_.quiet_others;
-      c.env = store_->env(fmt::format("job-{}-a{}", tag_, attempt_));
+      c.env = store_->env(fmt::format("job-{}-a{}", tag_, attempt));
       c.env["MEGASCALE_BACKEND"] = opt_.backend;
-      send(h, c);
+      h.exec.send(c);
     }
     phase_ = Phase::kRunning;
   }
 
+  // Gathers what the running attempt shows (heartbeat ages, ranks' exits, the watches' verdicts);
+  // the policy says whether it is a fault, the end, or nothing yet.
   void watch_running(Clock::time_point now) {
-    // Ranks' exits: any failure is a fault (its root cause chosen once the failures of the next
-    // moments are in: a killed rank's peers fail right after it); all done is the end.
-    int ok = 0, ended = 0;
-    std::vector<FailedRank> failed;
-    std::vector<std::pair<int, double>> ages;
+    RunningView v;
+    v.now_s = secs(now.time_since_epoch());
+    v.last_error = &last_error_;
+    v.world = world_, v.job_step = job_step_;
     for (Host& h : hosts_) {
-      if (!h.active) continue;
-      ages.emplace_back(h.spec.index, secs(now - h.last_beat));
-      if (h.last.attempt != attempt_) continue;
+      if (!active(h)) continue;
+      v.beat_ages.emplace_back(h.spec.index, secs(now - h.last_beat));
+      if (h.last.attempt != policy_->attempt()) continue;
       for (const RankBeat& r : h.last.ranks) {
         if (r.state != "exited" && r.state != "killed") continue;
-        ended++;
-        if (r.state == "exited" && r.exit_code == 0) ok++;
-        else failed.push_back({h.spec.index, r});
+        v.ended++;
+        if (r.state == "exited" && r.exit_code == 0) v.ok++;
+        else v.failed.push_back({h.spec.index, r});
       }
     }
-    if (const Blame b = blame_heartbeats(ages, opt_.heartbeat_timeout_s); b.cause == "shared")
-      return begin_recovery({"heartbeat", b.note, -1, -1});
-    else if (!b.exclude.empty()) {
-      const auto& [host, why] = b.exclude[0];
-      return begin_recovery({"heartbeat", fmt::format("{} from host {} ({})", why, host, hosts_[(size_t)host].spec.name),
-                             -1, host});
-    }
-    if (const auto worst = root_cause(failed)) {
-      if (first_failure_ == Clock::time_point{}) first_failure_ = now;
-      if (now - first_failure_ < std::chrono::milliseconds(500) && ended < world_) return;
-      auto e = last_error_.find(worst->rank.rank);
-      const FaultRecord f = describe_rank_failure(*worst, e == last_error_.end() ? "" : e->second);
-      // Bad input (config, data, checkpoint) stops every rank with an error before the first step:
-      // not retried (reliability.md B2, B3).
-      const bool startup_error = attempt_ == 0 && job_step_ == 0 && ended == world_ && worst->rank.state == "exited" &&
-                                 worst->rank.exit_code != 86;
-      begin_recovery(f);
-      if (startup_error) startup_error_ = true;
-      return;
-    }
-    if (ok == world_) {
+    v.stalled = progress_.check(now);
+    v.quiet = traffic_.check(now);
+    const RunningVerdict r = policy_->judge_running(v, opt_.heartbeat_timeout_s);
+    if (r.next == RunningVerdict::Next::kFault) return begin_recovery(r.fault);
+    if (r.next == RunningVerdict::Next::kDone) {
       events_->log("job_end", {{"ok", true}, {"step", job_step_}});
-      return end_job(0, "");
+      end_job(0, "");
     }
-    if (auto why = progress_.check(now)) return begin_recovery({"hang", *why, -1, -1});
-    if (auto why = traffic_.check(now)) return begin_recovery({"traffic", *why, -1, -1});
   }
 
   // ---- recovery -------------------------------------------------------------------------------
 
   void begin_recovery(const FaultRecord& what) {
     if (phase_ != Phase::kRunning) return;
-    Fault f;
-    static_cast<FaultRecord&>(f) = what;
-    f.step = job_step_;
-    f.detected_mono = events_->mono_now();
+    const std::vector<Exclusion> now_out = policy_->on_fault(what, job_step_);
+    const FaultRecord& f = policy_->faults().back();
+    fault_mono_.push_back(events_->mono_now());
     result_.faults++;
     events_->log("fault_detected", {{"kind", f.kind}, {"reason", f.reason}, {"rank", f.rank}, {"host", f.host},
-                                    {"step", f.step}, {"attempt", attempt_}});
+                                    {"step", f.step}, {"attempt", policy_->attempt()}});
     dlog().error("fault: {} (step {}); stopping every rank", f.reason, f.step);
-    faults_.push_back(f);
-    last_fault_ = f;
-    if ((f.kind == "heartbeat" || f.kind == "executor") && f.host >= 0) {
-      Host& h = hosts_[(size_t)f.host];
-      end_executor(h, true);
-      exclude(h, f.reason);
+    for (const Exclusion& e : now_out) {  // a silent or ended executor
+      end_executor(hosts_[(size_t)e.host], true);
+      announce_exclusion(hosts_[(size_t)e.host], e.reason);
     }
     stop_ranks("USR1", opt_.stop_grace);
     stop_started_ = now_;
@@ -505,12 +408,12 @@ class Driver {
 
   void stop_ranks(const char* sig, std::chrono::milliseconds grace) {
     for (Host& h : hosts_)
-      if (h.active && h.alive) send(h, {{"cmd", "stop"}, {"signal", sig}, {"grace_ms", grace.count()}});
+      if (active(h) && h.exec.alive()) h.exec.send({{"cmd", "stop"}, {"signal", sig}, {"grace_ms", grace.count()}});
   }
 
   bool all_stopped() const {
     for (const Host& h : hosts_)
-      if (h.active && h.alive && h.last.attempt == attempt_ && h.last.state != "stopped") return false;
+      if (active(h) && h.exec.alive() && h.last.attempt == policy_->attempt() && h.last.state != "stopped") return false;
     return true;
   }
 
@@ -518,31 +421,31 @@ class Driver {
     const auto grace = phase_ == Phase::kDraining ? opt_.signal_grace : opt_.stop_grace;
     const bool late = now - stop_started_ > grace + std::chrono::duration_cast<Clock::duration>(
                                                           std::chrono::duration<double>(opt_.heartbeat_timeout_s));
-    for (Host& h : hosts_)  // an executor that stops answering while stopping
-      if (h.active && h.alive && now - h.last_beat > std::chrono::duration<double>(opt_.heartbeat_timeout_s)) {
-        end_executor(h, true);
-        exclude(h, fmt::format("no heartbeat for {:.1f} s while its ranks were stopped", secs(now - h.last_beat)));
-      }
+    std::vector<std::pair<int, double>> ages;  // an executor that stops answering while stopping
+    for (const Host& h : hosts_)
+      if (active(h) && h.exec.alive()) ages.emplace_back(h.spec.index, secs(now - h.last_beat));
+    for (const Exclusion& e : policy_->silent_while_stopping(ages, opt_.heartbeat_timeout_s)) {
+      end_executor(hosts_[(size_t)e.host], true);
+      announce_exclusion(hosts_[(size_t)e.host], e.reason);
+    }
     if (!all_stopped() && !late) return;
     if (phase_ == Phase::kDraining) {
       bool all_zero = true;
       for (const Host& h : hosts_)
-        if (h.active)
+        if (active(h))
           for (const RankBeat& r : h.last.ranks) all_zero = all_zero && r.state == "exited" && r.exit_code == 0;
       events_->log("job_end", {{"ok", all_zero}, {"step", job_step_}, {"signal", stop_signal_}});
       if (all_zero) dlog().info("stopped by signal {}; every rank saved and exited 0", stop_signal_);
       return end_job(all_zero ? 0 : 128 + stop_signal_,
                      all_zero ? "" : fmt::format("driver got signal {}; not every rank exited 0", stop_signal_));
     }
-    // The ranks' last records are in now (the survivors flush theirs on the way out): the step the
-    // job had reached when the fault came.
-    faults_.back().step = std::max(faults_.back().step, job_step_);
-    last_fault_ = faults_.back();
+    // The ranks' last records are in now: the step the job had reached when the fault came.
+    const bool hang = policy_->ranks_stopped(job_step_);
     events_->log("ranks_stopped", {{"seconds", secs(now - stop_started_)}, {"all", !late}, {"step", job_step_}});
-    if (last_fault_ && (last_fault_->kind == "hang" || last_fault_->kind == "traffic")) localize_hang();
-    // Repeats and limits before spending time on checks (recovery_policy.h RetryPolicy).
-    if (auto why = retry_.after_fault(faults_.back(), result_.restarts, startup_error_)) return end_job(1, *why);
-    if (opt_.selfcheck) return start_selfchecks();
+    if (hang) localize_hang();
+    const StopDecision next = policy_->after_stop();  // the retry limits, then self-checks or a restart
+    if (next.next == StopDecision::Next::kEnd) return end_job(1, next.reason);
+    if (next.next == StopDecision::Next::kSelfCheck) return start_selfchecks();
     restart();
   }
 
@@ -554,19 +457,15 @@ class Driver {
       const Diagnosis d = diagnose_run(out_dir_);
       json culprits = json::array();
       std::vector<HangCulprit> hc;
-      std::vector<int> active;
-      for (const Host& h : hosts_)
-        if (h.active) active.push_back(h.spec.index);
       for (const Culprit& c : d.culprits) {
         HangCulprit x{c.rank, -1, c.why, dump_segment(out_dir_, c.rank)};
         for (const Host& h : hosts_)
-          if (h.active && std::find(h.ranks.begin(), h.ranks.end(), c.rank) != h.ranks.end()) x.host = h.spec.index;
+          if (active(h) && std::find(h.ranks.begin(), h.ranks.end(), c.rank) != h.ranks.end()) x.host = h.spec.index;
         culprits.push_back({{"rank", c.rank}, {"host", x.host}, {"why", c.why}, {"segment", x.segment}});
         hc.push_back(x);
       }
-      const Blame b = blame_hang(hc, active);
-      for (const auto& [host, why] : b.exclude) exclude(hosts_[(size_t)host], why);
-      if (b.cause == "storage" || b.cause == "shared") faults_.back().kind = b.cause, last_fault_ = faults_.back();
+      const Blame b = policy_->hang_diagnosed(hc);  // a storage or shared cause becomes the fault's kind
+      for (const auto& [host, why] : b.exclude) announce_exclusion(hosts_[(size_t)host], why);
       if (!b.note.empty()) dlog().warn("{}", b.note);
       events_->log("hang_diagnosis",
                    {{"culprits", culprits}, {"notes", d.notes}, {"cause", b.cause}, {"note", b.note}});
@@ -575,14 +474,14 @@ class Driver {
     }
   }
 
-  // Evicts a host: logged, and its executor told to exit (its ranks are stopped already).
-  void exclude(Host& h, const std::string& why) {
-    if (h.excluded) return;
-    h.excluded = true;
-    h.excluded_why = why;
+  bool active(const Host& h) const { return policy_->active(h.spec.index); }
+
+  // Carries out an exclusion the policy made: logged, and its executor told to exit (its ranks are
+  // stopped already).
+  void announce_exclusion(Host& h, const std::string& why) {
     events_->log("host_excluded", {{"host", h.spec.index}, {"name", h.spec.name}, {"reason", why}});
     dlog().warn("host {} ({}) excluded: {}", h.spec.index, h.spec.name, why);
-    if (h.alive && phase_ != Phase::kRunning) end_executor(h, false);
+    if (h.exec.alive() && phase_ != Phase::kRunning) end_executor(h, false);
   }
 
   // ---- self-checks ----------------------------------------------------------------------------
@@ -591,7 +490,7 @@ class Driver {
     if (!store_ok(true)) return;  // the checks rendezvous through the store too
     check_hosts_.clear();
     for (Host& h : hosts_)
-      if (!h.excluded && h.alive && h.up) check_hosts_.push_back(h.spec.index);
+      if (!policy_->excluded(h.spec.index) && h.exec.alive() && h.up) check_hosts_.push_back(h.spec.index);
     checks_.clear();
     for (int i : check_hosts_) checks_[i].host = i;
     pair_rounds_ = neighbour_rounds(check_hosts_);
@@ -601,17 +500,17 @@ class Driver {
     next_check_round();
   }
 
-  // Round -1: every host on its own; rounds 0..: neighbour pairs.
+  // Round 0: every host on its own; rounds 1..: neighbour pairs.
   void next_check_round() {
     check_round_++;
     for (Host& h : hosts_) h.check.reset();
     round_hosts_.clear();
     const int id = ++check_id_, n = opt_.nproc_per_host;
-    const SelfCheckSetup setup{opt_.self_exe, opt_.backend, opt_.selfcheck_timeout_s};
+    const SelfCheckSetup setup{opt_.tools.selfcheck, opt_.backend, opt_.selfcheck_timeout_s};
     if (check_round_ == 0) {
       for (int i : check_hosts_) {
         const auto env = store_->env(fmt::format("selfcheck-{}-{}-host{}", tag_, id, i));
-        send(hosts_[(size_t)i], selfcheck_command(setup, id, env, 0, n, n, true));
+        hosts_[(size_t)i].exec.send(selfcheck_command(setup, id, env, 0, n, n, true));
         round_hosts_.push_back(i);
       }
     } else {
@@ -620,7 +519,7 @@ class Driver {
       for (const auto& [a, b] : pair_rounds_[k]) {
         const auto env = store_->env(fmt::format("selfcheck-{}-{}-pair{}-{}", tag_, id, a, b));
         for (int r = 0; r < 2; r++) {
-          send(hosts_[(size_t)(r == 0 ? a : b)], selfcheck_command(setup, id, env, r, 1, 2, false));
+          hosts_[(size_t)(r == 0 ? a : b)].exec.send(selfcheck_command(setup, id, env, r, 1, 2, false));
           round_hosts_.push_back(r == 0 ? a : b);
         }
       }
@@ -632,18 +531,14 @@ class Driver {
     bool all = true;
     for (int i : round_hosts_) {
       const Host& h = hosts_[(size_t)i];
-      all = all && (h.check.has_value() || !h.alive);
+      all = all && (h.check.has_value() || !h.exec.alive());
     }
     const bool late = now - round_started_ > std::chrono::duration<double>(opt_.selfcheck_timeout_s + opt_.heartbeat_timeout_s);
     if (!all && !late) return;
     if (check_round_ == 0) {
       for (int i : round_hosts_) {
         HostCheck& c = checks_[i];
-        const Host& h = hosts_[(size_t)i];
-        if (h.check) add_host_results(c, h.check->results);
-      }
-      for (int i : round_hosts_) {
-        const HostCheck& c = checks_[i];
+        if (const Host& h = hosts_[(size_t)i]; h.check) add_host_results(c, h.check->results);
         events_->log("selfcheck", {{"host", i}, {"check", "host"}, {"ran", c.ran}, {"gemm_ok", c.gemm_ok},
                                    {"gemm_gflops", c.gemm_gflops}, {"allreduce_ok", c.allreduce_ok},
                                    {"allreduce_gbps", c.allreduce_gbps}, {"detail", c.detail}});
@@ -671,18 +566,18 @@ class Driver {
     const std::vector<HostVerdict> verdicts = judge_selfchecks(all, opt_.selfcheck_gemm_margin);
     for (const HostVerdict& v : verdicts)
       events_->log("selfcheck_verdict", {{"host", v.host}, {"ok", v.ok}, {"why", v.why}, {"kind", v.kind}});
-    const Blame b = blame_selfchecks(verdicts);
-    for (const auto& [host, why] : b.exclude) exclude(hosts_[(size_t)host], why);
+    const Blame b = policy_->selfchecks_judged(verdicts);
+    for (const auto& [host, why] : b.exclude) announce_exclusion(hosts_[(size_t)host], why);
     if (!b.note.empty()) dlog().warn("{}", b.note);
     events_->log("selfcheck_done", {{"seconds", secs(now_ - check_started_)}, {"cause", b.cause}, {"note", b.note}});
     restart();
   }
 
   void restart() {
-    archive_hang_dumps(out_dir_, attempt_);
-    result_.restarts++;
-    attempt_++;
-    events_->log("restart", {{"attempt", attempt_}, {"after", faults_.back().reason}});
+    archive_hang_dumps(out_dir_, policy_->attempt());
+    policy_->restart();
+    result_.restarts = policy_->restarts();
+    events_->log("restart", {{"attempt", policy_->attempt()}, {"after", policy_->faults().back().reason}});
     start_attempt();
   }
 
@@ -692,12 +587,12 @@ class Driver {
     json hosts = json::array();
     for (const Host& h : hosts_)
       hosts.push_back({{"index", h.spec.index}, {"name", h.spec.name},
-                       {"state", h.excluded ? "excluded" : h.active ? "active" : "spare"},
-                       {"reason", h.excluded_why}, {"executor_alive", h.alive}});
+                       {"state", policy_->excluded(h.spec.index) ? "excluded" : active(h) ? "active" : "spare"},
+                       {"reason", policy_->excluded_reason(h.spec.index)}, {"executor_alive", h.exec.alive()}});
     json events = events_->all();
     if (events.size() > 20) events = json(std::vector<json>(events.end() - 20, events.end()));
     static const char* phases[] = {"running", "stopping", "self-check", "draining", "done"};
-    dash_->status().set_driver({{"attempt", attempt_}, {"faults", result_.faults}, {"restarts", result_.restarts},
+    dash_->status().set_driver({{"attempt", policy_->attempt()}, {"faults", result_.faults}, {"restarts", result_.restarts},
                                 {"phase", phases[(int)phase_]}, {"world", world_}, {"hosts", hosts},
                                 {"events", events}, {"log", events_->path()}});
   }
@@ -734,14 +629,15 @@ class Driver {
   void finish() {
     if (dash_) publish_state(Clock::now());
     for (Host& h : hosts_)
-      if (h.alive) send(h, {{"cmd", "exit"}});
+      if (h.exec.alive()) h.exec.send({{"cmd", "exit"}});
     for (Host& h : hosts_) end_executor(h, false);
     JobSummary sum;
     sum.exit_code = result_.exit_code, sum.reason = result_.reason;
-    for (const Fault& f : faults_) sum.faults.push_back(f);
+    sum.faults = policy_->faults();
     sum.restarts = result_.restarts, sum.steps_repeated = steps_repeated_;
     for (const Host& h : hosts_)
-      if (h.excluded) sum.excluded.push_back({h.spec.index, h.spec.name, h.excluded_why});
+      if (policy_->excluded(h.spec.index))
+        sum.excluded.push_back({h.spec.index, h.spec.name, policy_->excluded_reason(h.spec.index)});
     sum.final_step = job_step_, sum.final_world = world_;
     sum.wall_s = secs(Clock::now() - start_), sum.productive_s = step_times_.productive_s();
     result_.ettr = sum.ettr();
@@ -760,7 +656,7 @@ class Driver {
   Janitor janitor_;  // ends the executors' groups, the store server and removes the folders if the driver dies
   std::unique_ptr<HostLauncher> launcher_;
   std::vector<Host> hosts_;
-  int wanted_hosts_ = 1;
+  std::unique_ptr<RecoveryPolicy> policy_;  // every recovery decision (recovery_policy.h)
   std::string tag_, log_dir_, out_dir_;
   SignalPipe signals_;
   std::vector<int> signals_seen_;
@@ -774,20 +670,17 @@ class Driver {
   std::unique_ptr<Dashboard> dash_;
   Phase phase_ = Phase::kRunning;
   Clock::time_point start_{}, stop_started_{}, check_started_{}, round_started_{}, published_{};
-  int attempt_ = 0, world_ = 0, job_step_ = 0, stop_signal_ = 0, steps_repeated_ = 0;
-  bool resumed_logged_ = false, shrink_logged_ = false, startup_error_ = false;
-  Clock::time_point first_failure_{};  // the attempt's first failed rank seen
+  int world_ = 0, job_step_ = 0, stop_signal_ = 0, steps_repeated_ = 0;
+  bool resumed_logged_ = false;
   ProgressWatch progress_;
   TrafficWatch traffic_;
   LossWatch loss_;
-  RetryPolicy retry_;
   std::set<int> ranks_ended_;  // reported ended to the dashboard (its rank numbers: the current world)
   std::set<int64_t> rank_pid_seen_;
   std::set<int> loss_seen_;
   std::map<int, std::string> last_error_;
   StepTimes step_times_;
-  std::vector<Fault> faults_;
-  std::optional<Fault> last_fault_;
+  std::vector<double> fault_mono_;  // each fault's detection time (the event log's clock)
   // self-checks
   std::vector<int> check_hosts_, round_hosts_;
   std::map<int, HostCheck> checks_;

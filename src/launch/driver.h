@@ -7,10 +7,12 @@
 //  - no rank completes a step for max(stall.min_s, stall.factor x the median step time) (before the
 //    attempt's first step: stall.startup_s), or the ranks move no bytes for `traffic_timeout_s`;
 //  - a loss is not finite (the rank stops the step and exits; its error line names the kind "nan");
-//    a loss spike (z-score over a window) is logged and, with loss_spike_action = "restart",
-//    handled as a fault.
+//    a loss spike (z-score over a window) is logged and, with loss_spike_action = kRestart
+//    (`--loss-spike-action restart`), handled as a fault.
+// Every recovery decision is the policy's (recovery_policy.h RecoveryPolicy); this file gathers
+// what it needs and carries the decisions out.
 // Recovery: every rank is stopped (SIGCONT + SIGUSR1 to each process group: a hang dump and exit
-// without saving; SIGKILL after `stop_grace`); for a hang, `megascale diagnose`'s culprits' hosts are
+// without saving; SIGKILL after `stop_grace`); for a hang, the hang diagnosis' culprits' hosts are
 // excluded; self-checks run on every remaining host (selfcheck_plan.h) and hosts that fail are
 // excluded — except for a shared cause (recovery_policy.h: a culprit stuck in a checkpoint segment
 // is storage; every host failing the same way, or silent at once, excludes nobody); spare hosts replace excluded ones, and without spares data parallelism shrinks to the
@@ -35,18 +37,27 @@
 #include <string>
 #include <vector>
 
-#include "launch/anomaly.h"  // StallOptions
+#include "launch/anomaly.h"     // StallOptions, LossSpikeAction
+#include "launch/store_spec.h"  // StoreSpec
 
 namespace ms::launch {
+
+// How the driver starts the application's helpers on a host: the argv prefixes the application
+// gives (the library knows no subcommand names), e.g. {"/path/megascale", "executor"}.
+struct ToolCommands {
+  std::vector<std::string> executor;   // runs run_executor (executor.h); the driver appends --host-index,
+                                       // --address, --beat-ms, --run-dir, --error-pattern, --warning-pattern
+  std::vector<std::string> selfcheck;  // one self-check process (selfcheck_plan.h appends its flags)
+};
 
 struct DriverOptions {
   std::string hosts = "localhost";       // --hosts: "localhost*3", "a,b,c"
   int nproc_per_host = 1;                // ranks per host
   int spare_hosts = 0;                   // the last K hosts wait as spares
   std::vector<std::string> command;      // argv of every rank (resolved)
-  std::string self_exe;                  // the megascale binary (executors, self-checks)
+  ToolCommands tools;                    // how to start executors and self-checks (required)
   std::string host_launcher = "local";   // host_launcher.h
-  std::string store = "auto";            // auto (file when every host is local, else redis), file, redis, redis://h:p
+  StoreSpec store;                       // auto (file when every host is local, else redis), file, redis, redis://h:p
   std::string backend = "gloo";
   std::string run_dir;                   // parent of the job's temporary folders (empty: the temporary folder)
   std::string log_dir;                   // events.jsonl and summary.json (empty: ./megascale-launch/<job id>)
@@ -57,7 +68,7 @@ struct DriverOptions {
   double traffic_timeout_s = 60.0;       // <= 0: off
   int loss_window = 20;
   double loss_z = 6.0;                   // <= 0: spikes not judged
-  std::string loss_spike_action = "warn";  // warn | restart
+  LossSpikeAction loss_spike_action = LossSpikeAction::kWarn;
   int max_restarts = 10;
   int same_failure_limit = 3;
   bool selfcheck = true;

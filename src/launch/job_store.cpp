@@ -53,12 +53,12 @@ PrivateDir::~PrivateDir() {
   }
 }
 
-JobStore::JobStore(const std::string& kind, const std::string& parent, const std::string& tag, Janitor& janitor)
-    : janitor_(janitor), kind_(kind) {
-  if (kind == "file") {
+JobStore::JobStore(const StoreSpec& spec, const std::string& parent, const std::string& tag, Janitor& janitor)
+    : janitor_(janitor), spec_(spec) {
+  if (spec.kind == StoreKind::kFile) {
     dir_ = make_private_dir(parent_or_tmp(parent), "store-" + tag, "store", janitor_);
     url_ = "file:" + dir_.string();
-  } else if (kind == "redis") {
+  } else if (spec.kind == StoreKind::kRedis) {
     dir_ = make_private_dir(parent_or_tmp(parent), "redis-" + tag, "redis", janitor_);
     try {
       redis_.emplace(dir_, &janitor_);
@@ -68,8 +68,8 @@ JobStore::JobStore(const std::string& kind, const std::string& parent, const std
     }
     url_ = redis_->url();
     password_ = redis_->password();
-  } else if (kind.rfind("redis://", 0) == 0) {
-    url_ = kind;
+  } else if (spec.kind == StoreKind::kRedisAt) {
+    url_ = spec.url;
     if (const char* p = std::getenv("MEGASCALE_STORE_PASSWORD"); p && *p) {
       password_ = p;
     } else if (const char* f = std::getenv("MEGASCALE_STORE_PASSWORD_FILE"); f && *f) {
@@ -77,7 +77,7 @@ JobStore::JobStore(const std::string& kind, const std::string& parent, const std
       MS_CHECK(in && std::getline(in, password_), "cannot read the store password from {} (MEGASCALE_STORE_PASSWORD_FILE)", f);
     }
   } else {
-    MS_FAIL("unknown store '{}': use file, redis or redis://host:port", kind);
+    MS_FAIL("store '{}' is not resolved: resolve_store gives file or redis", spec.name());
   }
 }
 
@@ -96,7 +96,7 @@ void JobStore::cleanup() noexcept {
 
 std::string JobStore::heal(bool ping) {
   using std::chrono::milliseconds;
-  if (kind_ == "file") {
+  if (spec_.kind == StoreKind::kFile) {
     std::error_code ec;
     if (fs::is_directory(dir_, ec)) return "";
     MS_CHECK(::mkdir(dir_.c_str(), 0700) == 0 && ::chmod(dir_.c_str(), 0700) == 0,
@@ -104,7 +104,7 @@ std::string JobStore::heal(bool ping) {
              std::strerror(errno));
     return fmt::format("the file store's folder {} went; made again", dir_.string());
   }
-  if (kind_ == "redis") {
+  if (spec_.kind == StoreKind::kRedis) {
     std::optional<std::string> why = redis_ ? redis_->exited() : std::string("redis-server is not running");
     if (!why && ping) why = redis_->ping_error(milliseconds(2000));
     if (!why) return "";

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "launch/redis_server.h"
+#include "launch/store_spec.h"
 
 namespace ms::launch {
 
@@ -44,14 +45,15 @@ class PrivateDir {
 
 class JobStore {
  public:
-  // kind: file, redis or redis://host:port; parent: where its folder goes (empty: the temporary
-  // folder); tag: unique per launch.
-  JobStore(const std::string& kind, const std::string& parent, const std::string& tag, Janitor& janitor);
+  // spec: file, redis or redis://host:port (auto: resolve_store first); parent: where its folder
+  // goes (empty: the temporary folder); tag: unique per launch.
+  JobStore(const StoreSpec& spec, const std::string& parent, const std::string& tag, Janitor& janitor);
   ~JobStore() { cleanup(); }
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
-  const std::string& kind() const { return kind_; }
+  // The store as the flag spells it ("file", "redis", "redis://host:port").
+  std::string kind() const { return spec_.name(); }
   const std::string& url() const { return url_; }
   // The AUTH password (the server this launch started, or the environment's); empty: none.
   const std::string& password() const { return password_; }
@@ -64,6 +66,8 @@ class JobStore {
   // wrong). Throws ms::Error "rendezvous store unreachable: ..." when it cannot: a new server
   // does not come up, or (with `ping`) an outside redis:// server does not answer.
   std::string heal(bool ping);
+  // A redis-server this launch started (its password is the launch's to hand to the ranks).
+  bool started_server() const { return spec_.kind == StoreKind::kRedis; }
   // The pid of this launch's redis-server (-1: none, or another kind of store).
   pid_t server_pid() const { return redis_ ? redis_->pid() : -1; }
 
@@ -71,7 +75,8 @@ class JobStore {
   void cleanup() noexcept;
 
   Janitor& janitor_;
-  std::string kind_, url_, password_;
+  StoreSpec spec_;
+  std::string url_, password_;
   std::filesystem::path dir_;
   std::optional<RedisServer> redis_;
 };

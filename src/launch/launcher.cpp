@@ -121,51 +121,43 @@ int usable_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-LaunchResult run_launcher(const LaunchOptions& opt) {
-  MS_CHECK(opt.nproc >= 1 && opt.nproc <= 1024, "--nproc must be in 1..1024, got {}", opt.nproc);
-  MS_CHECK(!opt.command.empty(), "no command to launch");
-  const std::string tag = fmt::format("{}-{}", ::getpid(), epoch_ms());
-  // The guardian first: if this process dies without cleaning up (SIGKILL), it kills every rank's
-  // process group and the redis-server's and removes the store and launch folders (janitor.h).
-  // Destroyed last: released once everything below cleaned up itself.
-  Janitor janitor;
-  // Handlers next: a SIGINT during redis start-up must not kill the launcher before it cleans up.
-  SignalPipe signals;
-  JobStore store(opt.store, opt.run_dir, tag, janitor);
+namespace {
+
+// The environment every rank shares (its RANK and LOCAL_RANK are added per rank).
+std::vector<std::string> rank_base_env(const LaunchOptions& opt, const JobStore& store, const std::string& tag,
+                                       const std::string& launch_dir) {
   const int n = opt.nproc;
-
-  std::vector<std::string> base_env = current_environment();
-  set_env(base_env, "WORLD_SIZE", std::to_string(n));
-  set_env(base_env, "LOCAL_WORLD_SIZE", std::to_string(n));
-  set_env(base_env, "MEGASCALE_BACKEND", opt.backend);
-  set_env(base_env, "MEGASCALE_STORE", store.url());
+  std::vector<std::string> env = current_environment();
+  set_env(env, "WORLD_SIZE", std::to_string(n));
+  set_env(env, "LOCAL_WORLD_SIZE", std::to_string(n));
+  set_env(env, "MEGASCALE_BACKEND", opt.backend);
+  set_env(env, "MEGASCALE_STORE", store.url());
   // Our redis-server's password reaches the ranks through their environment only (never logged).
-  if (opt.store == "redis") set_env(base_env, "MEGASCALE_STORE_PASSWORD", store.password());
-  set_env(base_env, "MEGASCALE_RUN_ID", "launch-" + tag);
-  set_env(base_env, "MEGASCALE_HOST", "127.0.0.1");
-  PrivateDir launch_dir(opt.run_dir, "launch-" + tag, "launch", janitor);
-  set_env(base_env, "MEGASCALE_LAUNCH_DIR", launch_dir.path());
-  std::unique_ptr<Dashboard> dash;
-  if (opt.dashboard_port >= 0) {
-    DashboardOptions d;
-    d.bind = opt.dashboard_bind;
-    d.port = opt.dashboard_port;
-    d.assets_dir = opt.dashboard_assets;
-    d.launch_dir = launch_dir.path();
-    d.world = n;
-    dash = std::make_unique<Dashboard>(d);
-    launch_log().info("dashboard at {}", dash->url());
-    if (const std::string w = dash->exposure_warning(); !w.empty()) launch_log().warn("{}", w);
-  }
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) set_env(base_env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
+  if (store.started_server()) set_env(env, "MEGASCALE_STORE_PASSWORD", store.password());
+  set_env(env, "MEGASCALE_RUN_ID", "launch-" + tag);
+  set_env(env, "MEGASCALE_HOST", "127.0.0.1");
+  set_env(env, "MEGASCALE_LAUNCH_DIR", launch_dir);
+  return env;
+}
 
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  MS_SYSCHECK(devnull >= 0, "open /dev/null");
-  struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } devnull_closer{devnull};
+std::unique_ptr<Dashboard> open_dashboard(const LaunchOptions& opt, const std::string& launch_dir) {
+  if (opt.dashboard_port < 0) return nullptr;
+  DashboardOptions d;
+  d.bind = opt.dashboard_bind;
+  d.port = opt.dashboard_port;
+  d.assets_dir = opt.dashboard_assets;
+  d.launch_dir = launch_dir;
+  d.world = opt.nproc;
+  auto dash = std::make_unique<Dashboard>(d);
+  launch_log().info("dashboard at {}", dash->url());
+  if (const std::string w = dash->exposure_warning(); !w.empty()) launch_log().warn("{}", w);
+  return dash;
+}
 
-  Children children((size_t)n, janitor);
+void start_ranks(Children& children, const LaunchOptions& opt, const std::vector<std::string>& base_env, int devnull,
+                 Janitor& janitor, Dashboard* dash) {
   std::vector<Child>& kids = *children;
-  for (int r = 0; r < n; r++) {
+  for (int r = 0; r < opt.nproc; r++) {
     Child& c = kids[(size_t)r];
     c.rank = r;
     c.out.out_fd = 1;
@@ -184,20 +176,122 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
     janitor.watch_group(c.pid);
     if (dash) dash->status().rank_started(r, c.pid);
   }
+}
 
-  LaunchResult result;
-  int running = n;
-  bool stopping = false;                  // SIGTERM (or a forwarded signal) sent; SIGKILL at kill_at
-  int forwarded_signal = 0;               // the first signal the launcher got and passed on
-  bool killed = false;                    // SIGKILL sent
-  Clock::time_point kill_at{}, drain_until{};
-  auto start_stopping = [&](int sig) {
+// The stop of the ranks: a signal to every group, SIGKILL at kill_at.
+struct Stop {
+  bool stopping = false;      // SIGTERM (or a forwarded signal) sent; SIGKILL at kill_at
+  int forwarded_signal = 0;   // the first signal the launcher got and passed on
+  bool killed = false;        // SIGKILL sent
+  Clock::time_point kill_at{};
+
+  void start(Children& children, int sig, const LaunchOptions& opt) {
     if (stopping) return;
     stopping = true;
     signal_groups(children.groups(), sig);
     kill_at = Clock::now() + (forwarded_signal != 0 ? opt.signal_grace : opt.grace);
-  };
+  }
+  void kill(Children& children) {
+    signal_groups(children.groups(), SIGKILL);
+    killed = true;
+  }
+};
 
+// Signals to the launcher: the first is passed on (SIGHUP as SIGTERM), a second kills the ranks.
+void on_launcher_signals(const std::vector<int>& sigs, Stop& stop, Children& children, LaunchResult& result,
+                         const LaunchOptions& opt) {
+  for (int sig : sigs) {
+    if (result.failure.empty()) {
+      result.failure = fmt::format("launcher got signal {} ({})", sig, signal_description(sig));
+      result.exit_code = 128 + sig;
+      stop.forwarded_signal = sig;
+    }
+    if (!stop.stopping) {
+      // SIGHUP (the launch's terminal closed) asks for the same clean stop as SIGTERM: the ranks
+      // save at their next step boundary and exit 0, which SIGHUP itself would not let them do.
+      if (sig == SIGHUP) {
+        launch_log().warn("got signal {} ({}); sending SIGTERM to the ranks", sig, signal_description(sig));
+        stop.start(children, SIGTERM, opt);
+      } else {
+        launch_log().warn("got signal {}; forwarding it to the ranks", sig);
+        stop.start(children, sig, opt);
+      }
+    } else if (!stop.killed) {
+      launch_log().warn("second signal; killing the ranks");
+      stop.kill(children);
+    }
+  }
+}
+
+// Ranks that ended since the last look; the first failure stops the others. Returns how many ended.
+int collect_exits(Children& children, Stop& stop, LaunchResult& result, Dashboard* dash, int running,
+                  const LaunchOptions& opt) {
+  int ended_now = 0;
+  for (auto& c : *children) {
+    if (!c.running) continue;
+    const std::optional<int> ended = peek_exit(c.pid);  // not reaped yet: see Child::reaped
+    if (!ended) continue;
+    const int st = *ended;
+    c.running = false;
+    c.status = st;
+    ended_now++;
+    if (dash) dash->status().rank_ended(c.rank, st);
+    const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!ok && result.failure.empty()) {
+      result.failure = describe_status(fmt::format("rank {}", c.rank), st);
+      result.failed_rank = c.rank;
+      result.exit_code = status_code(st);
+      if (running - ended_now > 0) launch_log().error("{}; stopping the other ranks", result.failure);
+      stop.start(children, SIGTERM, opt);
+    }
+  }
+  return ended_now;
+}
+
+// A last look at the page for dashboard_linger_s; any signal to the launcher ends it.
+void linger(const Dashboard& dash, SignalPipe& signals, const LaunchOptions& opt) {
+  launch_log().info("dashboard stays at {} for {} s", dash.url(), opt.dashboard_linger_s);
+  pollfd p{signals.fd(), POLLIN, 0};
+  const auto until = Clock::now() + std::chrono::milliseconds((int64_t)(opt.dashboard_linger_s * 1000));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) break;
+    const int rc = ::poll(&p, 1, (int)std::min<int64_t>(left, 1000));
+    if (rc > 0 && !signals.drain().empty()) break;
+  }
+}
+
+}  // namespace
+
+LaunchResult run_launcher(const LaunchOptions& opt) {
+  MS_CHECK(opt.nproc >= 1 && opt.nproc <= 1024, "--nproc must be in 1..1024, got {}", opt.nproc);
+  MS_CHECK(!opt.command.empty(), "no command to launch");
+  const std::string tag = fmt::format("{}-{}", ::getpid(), epoch_ms());
+  // The guardian first: if this process dies without cleaning up (SIGKILL), it kills every rank's
+  // process group and the redis-server's and removes the store and launch folders (janitor.h).
+  // Destroyed last: released once everything below cleaned up itself.
+  Janitor janitor;
+  // Handlers next: a SIGINT during redis start-up must not kill the launcher before it cleans up.
+  SignalPipe signals;
+  JobStore store(resolve_store(opt.store, true), opt.run_dir, tag, janitor);  // every rank is on this machine
+  const int n = opt.nproc;
+  PrivateDir launch_dir(opt.run_dir, "launch-" + tag, "launch", janitor);
+  std::vector<std::string> base_env = rank_base_env(opt, store, tag, launch_dir.path());
+  std::unique_ptr<Dashboard> dash = open_dashboard(opt, launch_dir.path());
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) set_env(base_env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
+
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  MS_SYSCHECK(devnull >= 0, "open /dev/null");
+  struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } devnull_closer{devnull};
+
+  Children children((size_t)n, janitor);
+  std::vector<Child>& kids = *children;
+  start_ranks(children, opt, base_env, devnull, janitor, dash.get());
+
+  LaunchResult result;
+  int running = n;
+  Stop stop;
+  Clock::time_point drain_until{};
   std::vector<pollfd> pfds;
   std::vector<RankStream*> owners;
   std::vector<int> owner_rank;
@@ -221,64 +315,24 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
       if (owners.empty() || now >= drain_until) break;
     }
     auto wake = now + std::chrono::seconds(1);
-    if (stopping && !killed) wake = std::min(wake, kill_at);
+    if (stop.stopping && !stop.killed) wake = std::min(wake, stop.kill_at);
     if (running == 0) wake = std::min(wake, drain_until);
     const int timeout_ms =
         (int)std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1);
     const int rc = ::poll(pfds.data(), pfds.size(), timeout_ms);
     MS_SYSCHECK(rc >= 0 || errno == EINTR, "poll");
 
-    for (int sig : signals.drain()) {
-      if (result.failure.empty()) {
-        result.failure = fmt::format("launcher got signal {} ({})", sig, signal_description(sig));
-        result.exit_code = 128 + sig;
-        forwarded_signal = sig;
-      }
-      if (!stopping) {
-        // SIGHUP (the launch's terminal closed) asks for the same clean stop as SIGTERM: the ranks
-        // save at their next step boundary and exit 0, which SIGHUP itself would not let them do.
-        if (sig == SIGHUP) {
-          launch_log().warn("got signal {} ({}); sending SIGTERM to the ranks", sig, signal_description(sig));
-          start_stopping(SIGTERM);
-        } else {
-          launch_log().warn("got signal {}; forwarding it to the ranks", sig);
-          start_stopping(sig);
-        }
-      } else if (!killed) {
-        launch_log().warn("second signal; killing the ranks");
-        signal_groups(children.groups(), SIGKILL);
-        killed = true;
-      }
-    }
+    on_launcher_signals(signals.drain(), stop, children, result, opt);
     if (rc > 0)
       for (size_t i = 1; i < pfds.size(); i++)
         if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i - 1], owner_rank[i - 1]);
-
-    for (auto& c : kids) {
-      if (!c.running) continue;
-      const std::optional<int> ended = peek_exit(c.pid);  // not reaped yet: see Child::reaped
-      if (!ended) continue;
-      const int st = *ended;
-      c.running = false;
-      c.status = st;
-      running--;
-      if (dash) dash->status().rank_ended(c.rank, st);
-      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      if (!ok && result.failure.empty()) {
-        result.failure = describe_status(fmt::format("rank {}", c.rank), st);
-        result.failed_rank = c.rank;
-        result.exit_code = status_code(st);
-        if (running > 0) launch_log().error("{}; stopping the other ranks", result.failure);
-        start_stopping(SIGTERM);
-      }
-    }
-    if (stopping && !killed && running > 0 && Clock::now() >= kill_at) {
+    running -= collect_exits(children, stop, result, dash.get(), running, opt);
+    if (stop.stopping && !stop.killed && running > 0 && Clock::now() >= stop.kill_at) {
       for (auto& c : kids)
         if (c.running)
           launch_log().warn("rank {} still running {} ms after the stop signal; sending SIGKILL", c.rank,
                      opt.grace.count());
-      signal_groups(children.groups(), SIGKILL);
-      killed = true;
+      stop.kill(children);
     }
   }
   // Every rank has ended; whatever they left in their process groups (a rank's background children)
@@ -286,12 +340,12 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   children.reap_all();
   // A forwarded SIGTERM / SIGINT that every rank answered by finishing cleanly (a training run
   // saves a checkpoint and exits 0: preemption) is a clean stop, not a failure.
-  if (forwarded_signal != 0 && result.failed_rank < 0) {
+  if (stop.forwarded_signal != 0 && result.failed_rank < 0) {
     bool all_zero = true;
     for (const auto& c : kids) all_zero = all_zero && !c.running && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
     if (all_zero) {
-      launch_log().info("stopped by signal {} ({}); every rank exited 0", forwarded_signal,
-                        signal_description(forwarded_signal));
+      launch_log().info("stopped by signal {} ({}); every rank exited 0", stop.forwarded_signal,
+                        signal_description(stop.forwarded_signal));
       result.failure.clear();
       result.exit_code = 0;
     }
@@ -300,18 +354,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   if (dash) {
     dash->poll_now();  // the ranks' last records
     dash->status().launch_ended(result.exit_code, result.failure);
-    if (opt.dashboard_linger_s > 0 && signals.drain().empty()) {
-      // A last look at the page; any signal to the launcher ends it.
-      launch_log().info("dashboard stays at {} for {} s", dash->url(), opt.dashboard_linger_s);
-      pollfd p{signals.fd(), POLLIN, 0};
-      const auto until = Clock::now() + std::chrono::milliseconds((int64_t)(opt.dashboard_linger_s * 1000));
-      for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-        if (left <= 0) break;
-        const int rc = ::poll(&p, 1, (int)std::min<int64_t>(left, 1000));
-        if (rc > 0 && !signals.drain().empty()) break;
-      }
-    }
+    if (opt.dashboard_linger_s > 0 && signals.drain().empty()) linger(*dash, signals, opt);
   }
   return result;
 }

@@ -147,4 +147,134 @@ std::optional<std::string> RetryPolicy::after_fault(const FaultRecord& f, int re
   return std::nullopt;
 }
 
+// ---- RecoveryPolicy -----------------------------------------------------------------------------
+
+RecoveryPolicy::RecoveryPolicy(PolicyOptions opt)
+    : opt_(std::move(opt)), retry_(opt_.same_failure_limit, opt_.max_restarts) {
+  wanted_ = host_count() - opt_.spare_hosts;
+}
+
+std::string RecoveryPolicy::excluded_reason(int host) const {
+  const auto it = excluded_.find(host);
+  return it == excluded_.end() ? "" : it->second;
+}
+
+bool RecoveryPolicy::active(int host) const { return std::find(active_.begin(), active_.end(), host) != active_.end(); }
+
+bool RecoveryPolicy::exclude(int host, const std::string& why) { return excluded_.emplace(host, why).second; }
+
+void RecoveryPolicy::take(Blame& b) {
+  std::vector<std::pair<int, std::string>> fresh;
+  for (auto& [host, why] : b.exclude)
+    if (exclude(host, why)) fresh.emplace_back(host, why);
+  b.exclude = std::move(fresh);
+}
+
+AttemptDecision RecoveryPolicy::next_attempt(const std::vector<int>& available) {
+  AttemptDecision d;
+  std::vector<int> healthy;
+  for (int h : available)
+    if (!excluded(h)) healthy.push_back(h);
+  if (healthy.empty()) {
+    d.end = true;
+    d.reason = "no healthy host left";
+    return d;
+  }
+  const AttemptPlan plan = plan_attempt(healthy, wanted_);
+  d.hosts = plan.hosts;
+  d.shrunk = plan.shrunk;
+  d.first_shrink = plan.shrunk && !shrink_logged_;
+  shrink_logged_ = shrink_logged_ || plan.shrunk;
+  active_ = plan.hosts;
+  first_failure_s_.reset();
+  return d;
+}
+
+RunningVerdict RecoveryPolicy::judge_running(const RunningView& v, double heartbeat_timeout_s) {
+  using Next = RunningVerdict::Next;
+  auto fault = [](FaultRecord f) { return RunningVerdict{Next::kFault, std::move(f)}; };
+  if (const Blame b = blame_heartbeats(v.beat_ages, heartbeat_timeout_s); b.cause == "shared")
+    return fault({"heartbeat", b.note, -1, -1});
+  else if (!b.exclude.empty()) {
+    const auto& [host, why] = b.exclude[0];
+    return fault({"heartbeat", fmt::format("{} from host {} ({})", why, host, opt_.host_names[(size_t)host]), -1, host});
+  }
+  if (const auto worst = root_cause(v.failed)) {
+    // Its root cause is chosen once the failures of the next moments are in: a killed rank's peers
+    // fail right after it.
+    if (!first_failure_s_) first_failure_s_ = v.now_s;
+    if (v.now_s - *first_failure_s_ < 0.5 && v.ended < v.world) return {};
+    std::string last;
+    if (v.last_error)
+      if (const auto e = v.last_error->find(worst->rank.rank); e != v.last_error->end()) last = e->second;
+    // Bad input (config, data, checkpoint) stops every rank with an error before the first step:
+    // not retried (reliability.md B2, B3).
+    if (attempt_ == 0 && v.job_step == 0 && v.ended == v.world && worst->rank.state == "exited" &&
+        worst->rank.exit_code != 86)
+      startup_error_ = true;
+    return fault(describe_rank_failure(*worst, last));
+  }
+  if (v.ok == v.world) return {Next::kDone, {}};
+  if (v.stalled) return fault({"hang", *v.stalled, -1, -1});
+  if (v.quiet) return fault({"traffic", *v.quiet, -1, -1});
+  return {};
+}
+
+std::optional<FaultRecord> RecoveryPolicy::loss_spike(const std::string& why, int rank, int host) const {
+  if (opt_.loss_spike_action != LossSpikeAction::kRestart) return std::nullopt;
+  return FaultRecord{"loss-spike", why, rank, host};
+}
+
+std::vector<Exclusion> RecoveryPolicy::on_fault(FaultRecord f, int job_step) {
+  f.step = job_step;
+  faults_.push_back(f);
+  std::vector<Exclusion> out;
+  if ((f.kind == "heartbeat" || f.kind == "executor") && f.host >= 0 && exclude(f.host, f.reason))
+    out.push_back({f.host, f.reason});
+  return out;
+}
+
+std::vector<Exclusion> RecoveryPolicy::silent_while_stopping(const std::vector<std::pair<int, double>>& ages,
+                                                             double timeout_s) {
+  std::vector<Exclusion> out;
+  for (const auto& [host, age] : ages) {
+    const std::string why = fmt::format("no heartbeat for {:.1f} s while its ranks were stopped", age);
+    if (age > timeout_s && exclude(host, why)) out.push_back({host, why});
+  }
+  return out;
+}
+
+bool RecoveryPolicy::ranks_stopped(int job_step) {
+  if (faults_.empty()) return false;
+  // The ranks' last records are in now (the survivors flush theirs on the way out).
+  faults_.back().step = std::max(faults_.back().step, job_step);
+  return faults_.back().kind == "hang" || faults_.back().kind == "traffic";
+}
+
+Blame RecoveryPolicy::hang_diagnosed(const std::vector<HangCulprit>& culprits) {
+  Blame b = blame_hang(culprits, active_);
+  take(b);
+  if ((b.cause == "storage" || b.cause == "shared") && !faults_.empty()) faults_.back().kind = b.cause;
+  return b;
+}
+
+StopDecision RecoveryPolicy::after_stop() {
+  // Repeats and limits before spending time on checks.
+  if (!faults_.empty())
+    if (auto why = retry_.after_fault(faults_.back(), restarts_, startup_error_))
+      return {StopDecision::Next::kEnd, *why};
+  return {opt_.selfcheck ? StopDecision::Next::kSelfCheck : StopDecision::Next::kRestart, ""};
+}
+
+Blame RecoveryPolicy::selfchecks_judged(const std::vector<HostVerdict>& verdicts) {
+  Blame b = blame_selfchecks(verdicts);
+  take(b);
+  return b;
+}
+
+void RecoveryPolicy::restart() {
+  restarts_++;
+  attempt_++;
+}
+
 }  // namespace ms::launch

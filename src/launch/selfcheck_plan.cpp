@@ -16,7 +16,8 @@ SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::m
   c.timeout_ms = (int)(s.timeout_s * 1000);
   for (int rank = first; rank < first + count; rank++) {
     SelfCheckProc p;
-    p.argv = {s.self_exe, "selfcheck", "--collective", "--timeout", fmt::format("{}", std::max(5.0, s.timeout_s / 2))};
+    p.argv = s.command;
+    p.argv.insert(p.argv.end(), {"--collective", "--timeout", fmt::format("{}", std::max(5.0, s.timeout_s / 2))});
     if (gemm && rank == 0) p.argv.push_back("--gemm");
     p.env = store_env;
     p.env["RANK"] = p.env["LOCAL_RANK"] = std::to_string(rank);

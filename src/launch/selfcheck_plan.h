@@ -20,10 +20,13 @@
 
 namespace ms::launch {
 
-// What every self-check process shares: the megascale binary, the collective backend, the round's
-// time limit (each process's own rendezvous / collective limit is half of it, at least 5 s).
+// What every self-check process shares: the command that runs one self-check process (the
+// application's, e.g. {"/path/megascale", "selfcheck"}; the plan appends --collective, --timeout,
+// --gemm), the collective backend, the round's time limit (each process's own rendezvous /
+// collective limit is half of it, at least 5 s).
 struct SelfCheckSetup {
-  std::string self_exe, backend = "gloo";
+  std::vector<std::string> command;
+  std::string backend = "gloo";
   double timeout_s = 60;
 };
 // One host's command in a self-check group of `world` processes that rendezvous as one run

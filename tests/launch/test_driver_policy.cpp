@@ -325,7 +325,7 @@ class DriverStore : public ms::testing::TempDirTest {};
 
 TEST_F(DriverStore, AKilledRedisServerIsStartedAgain) {
   Janitor janitor(MEGASCALE_BINARY);
-  JobStore store("redis", dir_.string(), "heal", janitor);
+  JobStore store(parse_store_spec("redis"), dir_.string(), "heal", janitor);
   EXPECT_EQ(store.heal(true), "");
   const std::string url = store.url(), password = store.password();
   const pid_t pid = store.server_pid();
@@ -350,7 +350,7 @@ TEST_F(DriverStore, AKilledRedisServerIsStartedAgain) {
 
 TEST_F(DriverStore, AFileStoreWhoseFolderWentIsMadeAgain) {
   Janitor janitor(MEGASCALE_BINARY);
-  JobStore store("file", dir_.string(), "heal", janitor);
+  JobStore store(parse_store_spec("file"), dir_.string(), "heal", janitor);
   EXPECT_EQ(store.heal(true), "");
   const std::string folder = store.url().substr(5);  // "file:<folder>"
   std::filesystem::remove_all(folder);
@@ -362,7 +362,7 @@ TEST_F(DriverStore, AFileStoreWhoseFolderWentIsMadeAgain) {
 TEST_F(DriverStore, AnOutsideStoreThatDoesNotAnswerIsUnreachable) {
   Janitor janitor(MEGASCALE_BINARY);
   const int port = free_loopback_port();  // nobody listens there
-  JobStore store("redis://127.0.0.1:" + std::to_string(port), dir_.string(), "gone", janitor);
+  JobStore store(parse_store_spec("redis://127.0.0.1:" + std::to_string(port)), dir_.string(), "gone", janitor);
   EXPECT_EQ(store.heal(false), "");  // without a PING nothing is known
   try {
     store.heal(true);
