@@ -1,5 +1,6 @@
-// fault_injection: test faults of a training rank, inert unless the environment sets
-// MEGASCALE_FAULT (docs/observability.md "Fault injection"): entries separated by ';', fields by ':'
+// fault_injection: test faults of a training rank and of its checkpoint saves, inert unless the
+// environment sets MEGASCALE_FAULT (docs/observability.md "Fault injection"), the one fault dialect
+// and parser (parse_faults): entries separated by ';', fields by ':'
 //   slow:rank=R:seg=forward:ratio=0.2[:from=S]  every span of segment `seg` on rank R (from step S
 //                                               on) does `ratio` more work: its thread burns ratio x
 //                                               the span's CPU time before the span ends (a slower
@@ -21,6 +22,9 @@
 //                                               deterministic software bug); another C ends the
 //                                               process at once with _exit(C)
 //   selfcheck:host=H                            inert in training: fault_fails_selfcheck(H) is true
+//   ckpt:point=P[:rank=R][:step=N]              a checkpoint save passing point P (no rank / step:
+//                                               any) acts as ckpt/ckpt_fault.h says (SIGKILL, an
+//                                               I/O error, a NaN in the snapshot or 1 s longer)
 // Every kind takes attempt=K (applies only when $MEGASCALE_RESTART_COUNT == K; unset counts as 0) or
 // attempt=all (every attempt); without it, attempt 0 only: the run a restart driver starts again
 // after the fault is clean.
@@ -28,8 +32,9 @@
 // logs one stderr line "megascale: warning: fault injected (MEGASCALE_FAULT): <what> at rank R step N
 // [seg S] (attempt K; unix_ns T)" and writes the same text as a "fault injected" event into the
 // rank's records (flushed before a crash or stop) before it acts (slow: once, when it first applies).
+// The trace sink knows nothing of faults: init_faults installs its span hooks (obs/trace_sink.h
+// set_span_hooks) only when a crash / hang with seg or a slow fault is set for this rank.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,21 +43,29 @@
 namespace ms {
 
 struct FaultSpec {
-  std::string kind;    // "slow", "sleep", "crash", "hang" (also for "stop"), "nan", "exit", "selfcheck"
-  int rank = -1;
+  std::string kind;    // "slow", "sleep", "crash", "hang" (also for "stop"), "nan", "exit", "selfcheck", "ckpt"
+  int rank = -1;       // ckpt: -1 = any
   std::string seg;     // slow (required); crash, hang (optional: at the span's start, not the step's)
   double ratio = 0;    // slow
   int from = 0;        // slow: first step
-  int step = -1;       // sleep, crash, hang, nan, exit
+  int step = -1;       // sleep, crash, hang, nan, exit; ckpt (-1 = any)
   double seconds = 0;  // sleep
   int code = 1;        // exit
   int host = -1;       // selfcheck
+  std::string point;   // ckpt: the checkpoint point (kCkptPoints)
   int attempt = 0;     // the restart attempt it applies to; kAllAttempts: every one
   static constexpr int kAllAttempts = -1;
 };
 
-// Parses a MEGASCALE_FAULT value.
+// The points of a checkpoint save a ckpt fault may name, in the order a save passes them
+// (ckpt/ckpt_fault.h says what each does).
+inline constexpr std::string_view kCkptPoints[] = {"slow_copy", "stage1",      "nan_state",      "slow_write",
+                                                   "mid_file",  "write_error", "before_publish", "before_latest"};
+
+// Parses a MEGASCALE_FAULT value (every entry validated).
 std::vector<FaultSpec> parse_faults(std::string_view text);
+// parse_faults($MEGASCALE_FAULT): empty when unset or empty.
+std::vector<FaultSpec> env_faults();
 
 // $MEGASCALE_RESTART_COUNT (set by a restart driver: 0 on the first attempt): 0 when unset or
 // empty; anything but a number >= 0 is an ms::Error naming the variable.
@@ -61,11 +74,13 @@ int restart_attempt();
 inline bool attempt_applies(int attempt, int current) {
   return attempt == FaultSpec::kAllAttempts || attempt == current;
 }
-// Parses an attempt=... value ("all" or a number >= 0) of `entry` in environment variable `var`.
-int parse_attempt(std::string_view var, std::string_view entry, std::string_view value);
 
-// The faults of this process: parse_faults(getenv("MEGASCALE_FAULT")) kept for `rank` and this
-// attempt only.
+// Logs "fault injected (MEGASCALE_FAULT): <what> <where> (attempt K; unix_ns T)" and writes the same
+// text as a "fault injected" event, flushed to the record file (the process may never write again).
+void announce_fault(std::string_view what, std::string_view where, int attempt);
+
+// The faults of this process: env_faults() kept for `rank` and this attempt only (selfcheck and ckpt
+// faults are asked for where they act); installs or removes the trace sink's span hooks.
 void init_faults(int rank);
 // At the start of a step, before its communication: sleep, exit, and crash / hang without seg.
 void fault_at_step_start(int step);
@@ -75,21 +90,9 @@ bool fault_nan_loss(int step);
 // MEGASCALE_FAULT itself (no init_faults needed); announces it when true.
 bool fault_fails_selfcheck(int host_index);
 
-// Whether any crash / hang fault with a segment is set for this rank: the span hot path's one
-// relaxed load (trace_sink.cpp); fault_at_span_start does the rest.
-namespace fault_detail {
-inline std::atomic<bool> span_faults{false};
-}
-inline bool span_faults_set() { return fault_detail::span_faults.load(std::memory_order_relaxed); }
-// A span (or collective) of segment `seg` begins in the trace sink's current step: crash / hang
-// faults with that seg and step act (once each).
-void fault_at_span_start(std::string_view seg);
-
-// The extra time a span of segment `seg` that took `ns` must take now (0 = none): slow faults.
-int64_t fault_extra_ns(std::string_view seg, int64_t ns);
-// Burns cpu_ns of this thread's CPU time (busy work).
-void fault_slow_down(int64_t cpu_ns);
-// Whether any slow fault is set (callers skip the lookup otherwise).
+// Whether init_faults installed the span_start hook (a crash / hang with seg for this rank) / the
+// span_end hook (a slow fault for this rank).
+bool span_faults_set();
 bool slow_faults_set();
 
 }  // namespace ms

@@ -12,9 +12,20 @@
 #include <algorithm>  // std::max
 
 #include "base/clock.h"  // steady_ns
-#include "obs/fault_injection.h"  // slow_faults_set, fault_extra_ns, span_faults_set, fault_at_span_start
 
 namespace ms {
+namespace {
+
+// set_span_hooks: function pointers, so a span reads each with one relaxed load.
+std::atomic<void (*)(std::string_view)> g_span_start{nullptr};
+std::atomic<void (*)(std::string_view, int64_t)> g_span_end{nullptr};
+
+}  // namespace
+
+void set_span_hooks(SpanHooks hooks) {
+  g_span_start.store(hooks.span_start, std::memory_order_release);
+  g_span_end.store(hooks.span_end, std::memory_order_release);
+}
 
 TraceSink& TraceSink::get() {
   static TraceSink* sink = new TraceSink();  // never destroyed: ops may finish during exit
@@ -57,8 +68,9 @@ TraceRecord& TraceSink::claim_slot(Ring& g, uint64_t& id) {
 }
 
 uint64_t TraceSink::open(TraceTrack track, TraceRecord r) {
-  // An injected crash / hang at a collective's segment (compute spans: TraceScope), before any lock.
-  if (track == TraceTrack::kComm && span_faults_set()) fault_at_span_start(r.seg);
+  // A collective begins (compute spans: TraceScope): the span_start hook, before any lock.
+  if (track == TraceTrack::kComm)
+    if (auto* hook = g_span_start.load(std::memory_order_relaxed)) hook(r.seg);
   Ring& g = ring(track);
   r.step = step_.load(std::memory_order_relaxed);
   std::lock_guard lk(g.m);
@@ -203,10 +215,10 @@ std::string_view comm_segment(std::string_view group, std::string_view op) {
 }
 
 TraceScope::TraceScope(std::string_view name) : id_(TraceSink::kNoId), start_(0), seg_(span_segment(name)) {
-  if (span_faults_set()) fault_at_span_start(seg_);  // an injected crash / hang (obs/fault_injection.h)
+  if (auto* hook = g_span_start.load(std::memory_order_relaxed)) hook(seg_);
   TraceSink& sink = TraceSink::get();
   const bool on = sink.enabled(TraceTrack::kCompute);
-  if (!on && !slow_faults_set()) return;
+  if (!on && !g_span_end.load(std::memory_order_relaxed)) return;
   start_ = steady_ns();
   cpu0_ = thread_cpu_ns();
   if (!on) return;
@@ -219,10 +231,7 @@ TraceScope::TraceScope(std::string_view name) : id_(TraceSink::kNoId), start_(0)
 
 TraceScope::~TraceScope() {
   if (!start_) return;
-  if (slow_faults_set()) {  // an injected straggler: this span's work takes longer (obs/fault_injection.h)
-    const int64_t extra = fault_extra_ns(seg_, thread_cpu_ns() - cpu0_);
-    if (extra > 0) fault_slow_down(extra);
-  }
+  if (auto* hook = g_span_end.load(std::memory_order_relaxed)) hook(seg_, thread_cpu_ns() - cpu0_);
   if (id_ != TraceSink::kNoId)
     TraceSink::get().close(TraceTrack::kCompute, id_, steady_ns(), {}, thread_cpu_ns() - cpu0_);
 }

@@ -15,6 +15,9 @@
 //    trainer takes a step's totals at its end (take_segment_totals). Steady state allocates nothing.
 //  - A reader that streams the records (obs/run_recorder.h) collects each finished record once, in
 //    open order except for records that were still running at an earlier collect.
+//  - Test faults reach the span path only through SpanHooks (set_span_hooks): the sink knows nothing
+//    of faults; obs/fault_injection installs the hooks when a fault needs them. Unset (the default),
+//    each span and collective pays one relaxed load and a predictable branch per hook.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -122,6 +125,17 @@ class TraceSink {
   void add_total(int step, std::string_view seg, int64_t ns, int64_t cpu_ns);
 };
 
+// Hooks into the span path (null: none). `span_start(seg)` runs when a compute span (TraceScope) or a
+// collective (open on the comm track) of segment seg begins, before any lock; `span_end(seg, cpu_ns)`
+// runs when a compute span that used cpu_ns of its thread's CPU time is about to end (its end time is
+// taken after the hook returns, so time the hook spends counts to the span). Set at start-up, before
+// the spans they should see; replacing them while spans run is safe (each call sees one or the other).
+struct SpanHooks {
+  void (*span_start)(std::string_view seg) = nullptr;
+  void (*span_end)(std::string_view seg, int64_t cpu_ns) = nullptr;
+};
+void set_span_hooks(SpanHooks hooks);
+
 // A name that lives until the process ends (for span names built at run time, e.g. "forward 3.1"):
 // equal strings give the same view. Thread-safe; allocates only the first time a string is seen.
 std::string_view intern_name(std::string_view name);
@@ -137,7 +151,7 @@ class TraceScope {
 
  private:
   uint64_t id_;     // TraceSink::kNoId: not recording
-  int64_t start_;   // 0: neither recording nor slowed (obs/fault_injection.h)
+  int64_t start_;   // 0: neither recording nor measured for a span_end hook
   int64_t cpu0_;    // thread CPU time at the start
   std::string_view seg_;
 };

@@ -1,7 +1,7 @@
 // test_checkpoint_faults: saves that die or fail, and checkpoints that are damaged (issue 11).
 //  - A rank killed during stage 1, a rank's writer killed halfway through its file (stage 2), rank 0
 //    killed after the manifest but before the rename, and after the rename but before `latest`
-//    (MEGASCALE_CKPT_FAULT, ckpt/ckpt_fault.h): `latest` names a checkpoint that verifies
+//    (MEGASCALE_FAULT ckpt:point=..., ckpt/ckpt_fault.h): `latest` names a checkpoint that verifies
 //    (`megascale ckpt inspect`), the resumed run's losses equal an uninterrupted run's, and the
 //    dead run's temporary folder is gone once the next run starts.
 //  - The disk full (RLIMIT_FSIZE below a checkpoint file's size): the save is reported as failed,
@@ -38,7 +38,7 @@ void killed_during_save(const std::string& fault, const std::string& expect_late
   runs.train(launch(2), "whole", layout);
   // checkpoint.async=false for the dying run: step 2's save is persisted before step 3, so the save
   // of step 4 (where the fault is) is never skipped behind it.
-  const CmdResult died = runs.run("MEGASCALE_CKPT_FAULT=" + fault + " " + launch(2), "run",
+  const CmdResult died = runs.run("MEGASCALE_FAULT=" + fault + " " + launch(2), "run",
                                   layout + " --checkpoint.async=false");
   ASSERT_NE(died.code, 0) << died.output;
   EXPECT_TRUE(contains(died.output, "killed by signal 9")) << died.output;
@@ -53,10 +53,10 @@ void killed_during_save(const std::string& fault, const std::string& expect_late
   runs.expect_same_model("whole", "run");
 }
 
-TEST(CheckpointFaults, RankKilledInStage1) { killed_during_save("stage1:rank=1:step=4", "step-00000002"); }
-TEST(CheckpointFaults, WriterKilledMidFile) { killed_during_save("mid_file:rank=1:step=4", "step-00000002"); }
-TEST(CheckpointFaults, KilledBeforePublish) { killed_during_save("before_publish:rank=0:step=4", "step-00000002"); }
-TEST(CheckpointFaults, KilledBeforeLatest) { killed_during_save("before_latest:rank=0:step=4", "step-00000002"); }
+TEST(CheckpointFaults, RankKilledInStage1) { killed_during_save("ckpt:point=stage1:rank=1:step=4", "step-00000002"); }
+TEST(CheckpointFaults, WriterKilledMidFile) { killed_during_save("ckpt:point=mid_file:rank=1:step=4", "step-00000002"); }
+TEST(CheckpointFaults, KilledBeforePublish) { killed_during_save("ckpt:point=before_publish:rank=0:step=4", "step-00000002"); }
+TEST(CheckpointFaults, KilledBeforeLatest) { killed_during_save("ckpt:point=before_latest:rank=0:step=4", "step-00000002"); }
 
 // A run that expects to resume skips the weights' random init (the restore sets every weight); when
 // no checkpoint verifies after all, the init runs then: the run equals a fresh start bit for bit
@@ -220,7 +220,7 @@ namespace {
 TEST(CheckpointFaults, NonFiniteStateIsNeverPublished) {
   CkptRuns runs("ckpt_nan");
   // checkpoint.async=false: step 2's save is persisted before step 3, so step 4's is never skipped.
-  const CmdResult r = runs.run("MEGASCALE_CKPT_FAULT=nan_state:step=4 " + megascale_bin(), "run",
+  const CmdResult r = runs.run("MEGASCALE_FAULT=ckpt:point=nan_state:step=4 " + megascale_bin(), "run",
                                "--checkpoint.every=2 --checkpoint.async=false");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "step 4 not published")) << r.output;

@@ -26,7 +26,7 @@ namespace {
 
 const std::string k222 = pp_layout(2, 2, 2, false);
 
-// fault: MEGASCALE_CKPT_FAULT for the interrupted run ("" = none).
+// fault: MEGASCALE_FAULT for the interrupted run ("" = none).
 void exact_resume(const std::string& prefix, const std::string& layout, const std::string& precision,
                   const std::string& fault = "") {
   CkptRuns runs("ckpt_exact");
@@ -34,7 +34,7 @@ void exact_resume(const std::string& prefix, const std::string& layout, const st
   runs.train(prefix, "whole", extra);
   // Step 2's save is copied beside step 3's forward and backward (stage 1 overlapped); step 3's
   // is the stop's.
-  const CmdResult first = runs.run((fault.empty() ? "" : "MEGASCALE_CKPT_FAULT=" + fault + " ") + prefix, "split",
+  const CmdResult first = runs.run((fault.empty() ? "" : "MEGASCALE_FAULT=" + fault + " ") + prefix, "split",
                                    extra + " --checkpoint.every=2 --train.exit_after=3");
   if (!fault.empty()) {
     EXPECT_NE(first.output.find("step 3: the optimizer waited"), std::string::npos) << first.output;
@@ -60,7 +60,7 @@ void exact_resume(const std::string& prefix, const std::string& layout, const st
 TEST(CheckpointResume, ExactSingleProcessFp32) { exact_resume(megascale_bin(), "", "fp32"); }
 // A stage-1 copy still running when step 3's optimizer update comes: the update waits for it (else
 // the step-2 checkpoint would hold step 3's weights and the resume from it would not be exact).
-TEST(CheckpointResume, ExactWithSlowStage1Copy) { exact_resume(megascale_bin(), "", "fp32", "slow_copy:step=2"); }
+TEST(CheckpointResume, ExactWithSlowStage1Copy) { exact_resume(megascale_bin(), "", "fp32", "ckpt:point=slow_copy:step=2"); }
 TEST(CheckpointResume, ExactSingleProcessBf16) { exact_resume(megascale_bin(), "", "bf16"); }
 TEST(CheckpointResume, Exact2x2x2Fp32) { exact_resume(launch(8), k222, "fp32"); }
 TEST(CheckpointResume, Exact2x2x2Bf16) { exact_resume(launch(8), k222, "bf16"); }
@@ -174,7 +174,7 @@ TEST(CheckpointResume, RetentionKeepsLastAndEveryMth) {
 // others after the last step.
 TEST(CheckpointResume, SaveBehindABusyWriterIsSkippedAndSaysSo) {
   CkptRuns runs("ckpt_busy");
-  const std::string out = runs.train("MEGASCALE_CKPT_FAULT=slow_write:step=2 " + megascale_bin(), "run",
+  const std::string out = runs.train("MEGASCALE_FAULT=ckpt:point=slow_write:step=2 " + megascale_bin(), "run",
                                      "--checkpoint.every=1");
   EXPECT_NE(out.find("save skipped: the save of step "), std::string::npos) << out;
   EXPECT_EQ(out.find("waiting for the previous save's writer"), std::string::npos) << out;

@@ -96,8 +96,8 @@ void crash_test(const std::string& name, const std::string& fault_env, const std
 TEST(DriverFaults, KillInForward) { crash_test("fwd", "MEGASCALE_FAULT", "crash:rank=2:step=6:seg=forward"); }
 TEST(DriverFaults, KillInBackward) { crash_test("bwd", "MEGASCALE_FAULT", "crash:rank=2:step=7:seg=backward"); }
 TEST(DriverFaults, KillInOptimizer) { crash_test("opt", "MEGASCALE_FAULT", "crash:rank=2:step=10:seg=optimizer"); }
-TEST(DriverFaults, KillInCheckpointStage1) { crash_test("stage1", "MEGASCALE_CKPT_FAULT", "stage1:rank=2:step=8"); }
-TEST(DriverFaults, KillInCheckpointStage2) { crash_test("stage2", "MEGASCALE_CKPT_FAULT", "mid_file:rank=2:step=8"); }
+TEST(DriverFaults, KillInCheckpointStage1) { crash_test("stage1", "MEGASCALE_FAULT", "ckpt:point=stage1:rank=2:step=8"); }
+TEST(DriverFaults, KillInCheckpointStage2) { crash_test("stage2", "MEGASCALE_FAULT", "ckpt:point=mid_file:rank=2:step=8"); }
 
 TEST(DriverFaults, TwoRanksKilledAtOnceMakeOneRestart) {
   DriverJob& job = shared_job();

@@ -1,5 +1,5 @@
 // Fault injection for the restart tests (obs/fault_injection.h, ckpt/ckpt_fault.h; docs/observability.md
-// "Fault injection"): the MEGASCALE_FAULT and MEGASCALE_CKPT_FAULT grammars, the attempt rule
+// "Fault injection"): the one MEGASCALE_FAULT grammar (checkpoint faults included), the attempt rule
 // ($MEGASCALE_RESTART_COUNT: default attempt 0, attempt=K, attempt=all) and the named errors of
 // malformed values; then the real `megascale train` on a tiny model: a crash at the first backward
 // span of step 3 ends the process by SIGKILL after the stderr line and the "fault injected" event
@@ -31,14 +31,6 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 std::string fault_error(const std::string& text) {
   try {
     parse_faults(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-std::string ckpt_error(const std::string& text) {
-  try {
-    parse_ckpt_faults(text);
   } catch (const Error& e) {
     return e.what();
   }
@@ -227,8 +219,10 @@ TEST_F(FaultEnv, SelfCheck) {
 }
 
 TEST(CkptFaultGrammar, FieldsAndErrors) {
-  const auto f = parse_ckpt_faults("stage1:rank=1:step=4,mid_file,nan_state:step=2:attempt=all,before_latest:attempt=3");
+  const auto f = parse_faults("ckpt:point=stage1:rank=1:step=4;ckpt:point=mid_file;"
+                              "ckpt:point=nan_state:step=2:attempt=all;ckpt:point=before_latest:attempt=3");
   ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].kind, "ckpt");
   EXPECT_EQ(f[0].point, "stage1");
   EXPECT_EQ(f[0].rank, 1);
   EXPECT_EQ(f[0].step, 4);
@@ -242,39 +236,72 @@ TEST(CkptFaultGrammar, FieldsAndErrors) {
     const char* names;
   };
   const Case cases[] = {
-      {"stage1:rnk=1", "unknown field 'rnk'"},
-      {"stage1:step=x", "step='x' is not a number"},
-      {"stage1:rank=-2", "rank='-2' is not a number"},
-      {"stage1:step", "'step' is not key=value"},
-      {"stage2:step=1", "unknown point 'stage2'"},
-      {"mid_file:attempt=later", "attempt='later'"},
+      {"ckpt:point=stage1:rnk=1", "unknown field 'rnk'"},
+      {"ckpt:point=stage1:step=x", "step='x' is not a number"},
+      {"ckpt:point=stage1:rank=-2", "rank=-2 is not >= 0"},
+      {"ckpt:point=stage1:step", "'step' is not key=value"},
+      {"ckpt:point=stage2:step=1", "unknown point 'stage2'"},
+      {"ckpt:point=mid_file:attempt=later", "attempt='later'"},
+      {"ckpt:rank=1", "ckpt needs point=P"},
+      {"ckpt:point=mid_file:seg=forward", "field 'seg' does not apply to ckpt"},
   };
   for (const Case& c : cases) {
-    const std::string e = ckpt_error(std::string("mid_file:rank=0,") + c.text);
-    EXPECT_TRUE(contains(e, "MEGASCALE_CKPT_FAULT")) << c.text << ": " << e;
+    const std::string e = fault_error(std::string("ckpt:point=mid_file:rank=0;") + c.text);
+    EXPECT_TRUE(contains(e, "MEGASCALE_FAULT")) << c.text << ": " << e;
     EXPECT_TRUE(contains(e, std::string("entry '") + c.text + "'")) << c.text << ": " << e;
     EXPECT_TRUE(contains(e, c.names)) << c.text << ": " << e;
   }
 }
 
-// nan_state only marks (no signal): the attempt rule through ckpt_fault_point itself.
+// nan_state only marks (no signal): the attempt rule through ckpt_fault_point itself; a checkpoint
+// fault is not a fault of the rank's steps (init_faults leaves it to ckpt_fault_point).
 TEST_F(FaultEnv, CkptFaultAttempts) {
-  env("MEGASCALE_CKPT_FAULT", "nan_state:rank=0:step=4");
+  env("MEGASCALE_FAULT", "ckpt:point=nan_state:rank=0:step=4");
   EXPECT_TRUE(ckpt_fault_point("nan_state", 0, 4));
   EXPECT_FALSE(ckpt_fault_point("nan_state", 1, 4));
   EXPECT_FALSE(ckpt_fault_point("nan_state", 0, 2));
   EXPECT_FALSE(ckpt_fault_point("stage1", 0, 4));
+  init_faults(0);
+  EXPECT_FALSE(span_faults_set());
+  EXPECT_FALSE(fault_nan_loss(4));
   env("MEGASCALE_RESTART_COUNT", "1");
   EXPECT_FALSE(ckpt_fault_point("nan_state", 0, 4)) << "default attempt 0";
-  env("MEGASCALE_CKPT_FAULT", "nan_state:step=4:attempt=all");
+  env("MEGASCALE_FAULT", "ckpt:point=nan_state:step=4:attempt=all");
   EXPECT_TRUE(ckpt_fault_point("nan_state", 3, 4));
-  env("MEGASCALE_CKPT_FAULT", "nan_state:step=4:attempt=1");
+  env("MEGASCALE_FAULT", "ckpt:point=nan_state:step=4:attempt=1");
   EXPECT_TRUE(ckpt_fault_point("nan_state", 0, 4));
   env("MEGASCALE_RESTART_COUNT", "0");
   EXPECT_FALSE(ckpt_fault_point("nan_state", 0, 4));
-  env("MEGASCALE_CKPT_FAULT", "nan_state:step=four");
+  EXPECT_NO_THROW(check_ckpt_fault_env());
+  env("MEGASCALE_FAULT", "ckpt:point=nan_state:step=four");
   EXPECT_THROW(ckpt_fault_point("nan_state", 0, 4), Error);
   EXPECT_THROW(check_ckpt_fault_env(), Error);
+}
+
+// The retired second variable is an error at start-up, not silently ignored.
+TEST_F(FaultEnv, RetiredCkptVariableIsNamed) {
+  env("MEGASCALE_CKPT_FAULT", "stage1:rank=1:step=4");
+  try {
+    check_ckpt_fault_env();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "MEGASCALE_CKPT_FAULT='stage1:rank=1:step=4' is no longer read")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ckpt:point=P")) << e.what();
+  }
+}
+
+// The trace sink's span hooks are installed only for the faults that need them.
+TEST_F(FaultEnv, SpanHooksOnlyWhenNeeded) {
+  env("MEGASCALE_FAULT", "slow:rank=0:seg=forward:ratio=0.5");
+  init_faults(1);
+  EXPECT_FALSE(slow_faults_set()) << "another rank's fault";
+  init_faults(0);
+  EXPECT_TRUE(slow_faults_set());
+  EXPECT_FALSE(span_faults_set());
+  { TraceScope span("backward 0.0"); }  // another segment: not slowed
+  env("MEGASCALE_FAULT", nullptr);
+  init_faults(0);
+  EXPECT_FALSE(slow_faults_set());
 }
 
 // ---- The real binary ----
