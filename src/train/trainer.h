@@ -7,7 +7,7 @@
 // gradient norm stops the run with an error before the update, so non-finite weights are never
 // produced or exported. Nothing here branches on a parallel axis: with pp == 1 and no groups the
 // ParallelModel is one chunk holding the whole model and the step is the single-process loop.
-// The run around it (data, logging, validation, export, sampling) is wired by train/run_phases.h;
+// The run around it (data, logging, validation, export, sampling) is wired by train/training_run.h (its phases);
 // evaluation.h and sampling.h serve it.
 #pragma once
 #include <functional>  // std::function
