@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "base/check.h"          // MS_CHECK, MS_FAIL
+#include "base/json_fields.h"    // JsonFields
 #include "model/param_layout.h"  // build_param_layout
 
 namespace ms {
@@ -54,73 +55,44 @@ json file_json(const ManifestFile& f) {
           {"xxh64", f.xxh64}, {"entries", entries}};
 }
 
-// Typed field access: every error names the source and the field's path.
-struct Reader {
-  const std::string& where;
-  const json& get(const json& o, const std::string& path, const char* key) const {
-    MS_CHECK(o.is_object(), "{}: '{}' is not an object", where, path);
-    MS_CHECK(o.contains(key), "{}: field '{}{}{}' is missing", where, path, path.empty() ? "" : ".", key);
-    return o.at(key);
-  }
-  std::string name(const std::string& path, const char* key) const {
-    return path.empty() ? std::string(key) : path + "." + key;
-  }
-  int64_t integer(const json& o, const std::string& path, const char* key, int64_t lo = 0,
-                  int64_t hi = INT64_MAX) const {
-    const json& v = get(o, path, key);
-    MS_CHECK(v.is_number_integer(), "{}: field '{}' is not an integer: {}", where, name(path, key), v.dump());
-    const int64_t x = v.get<int64_t>();
-    MS_CHECK(x >= lo && x <= hi, "{}: field '{}' = {} is outside [{}, {}]", where, name(path, key), x, lo, hi);
-    return x;
-  }
-  uint64_t unsigned_integer(const json& o, const std::string& path, const char* key) const {
-    const json& v = get(o, path, key);
-    MS_CHECK(v.is_number_unsigned(), "{}: field '{}' is not a non-negative integer: {}", where, name(path, key),
-             v.dump());
-    return v.get<uint64_t>();
-  }
-  std::string text(const json& o, const std::string& path, const char* key) const {
-    const json& v = get(o, path, key);
-    MS_CHECK(v.is_string(), "{}: field '{}' is not a string: {}", where, name(path, key), v.dump());
-    return v.get<std::string>();
-  }
-};
-
-StateKind kind_from(const Reader& r, const std::string& s, const std::string& path) {
+StateKind kind_from(const JsonFields& e, const std::string& s) {
   for (StateKind k : kStateKinds)
     if (s == state_kind_name(k)) return k;
-  MS_FAIL("{}: field '{}.kind' = '{}' is not param, exp_avg or exp_avg_sq", r.where, path, s);
+  e.fail("kind", fmt::format("= '{}' is not param, exp_avg or exp_avg_sq", s));
 }
 
-ManifestFile file_from(const Reader& r, const json& o, const std::string& path) {
+int int_field(const JsonFields& f, const char* key, int64_t lo, int64_t hi) {
+  return static_cast<int>(f.integer(key, lo, hi));
+}
+
+ManifestFile file_from(const JsonFields& r) {
   ManifestFile f;
-  f.name = r.text(o, path, "name");
-  MS_CHECK(!f.name.empty() && f.name.find('/') == std::string::npos && f.name[0] != '.',
-           "{}: field '{}.name' = '{}' is not a plain file name", r.where, path, f.name);
-  f.rank = static_cast<int>(r.integer(o, path, "rank", 0, INT32_MAX));
-  f.dp = static_cast<int>(r.integer(o, path, "dp", 0, INT32_MAX));
-  f.tp = static_cast<int>(r.integer(o, path, "tp", 0, INT32_MAX));
-  f.pp = static_cast<int>(r.integer(o, path, "pp", 0, INT32_MAX));
-  f.bytes = r.unsigned_integer(o, path, "bytes");
-  f.xxh64 = r.text(o, path, "xxh64");
-  MS_CHECK(f.xxh64.size() == 16 && f.xxh64.find_first_not_of("0123456789abcdef") == std::string::npos,
-           "{}: field '{}.xxh64' = '{}' is not 16 hex digits", r.where, path, f.xxh64);
-  const json& entries = r.get(o, path, "entries");
-  MS_CHECK(entries.is_array(), "{}: field '{}.entries' is not an array", r.where, path);
+  f.name = r.text("name");
+  if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
+    r.fail("name", fmt::format("= '{}' is not a plain file name", f.name));
+  f.rank = int_field(r, "rank", 0, INT32_MAX);
+  f.dp = int_field(r, "dp", 0, INT32_MAX);
+  f.tp = int_field(r, "tp", 0, INT32_MAX);
+  f.pp = int_field(r, "pp", 0, INT32_MAX);
+  f.bytes = r.unsigned_integer("bytes");
+  f.xxh64 = r.text("xxh64");
+  if (f.xxh64.size() != 16 || f.xxh64.find_first_not_of("0123456789abcdef") != std::string::npos)
+    r.fail("xxh64", fmt::format("= '{}' is not 16 hex digits", f.xxh64));
+  const json& entries = r.array("entries");
   std::set<std::string> keys;
   for (size_t i = 0; i < entries.size(); i++) {
-    const std::string p = fmt::format("{}.entries[{}]", path, i);
-    const json& e = entries[i];
+    const JsonFields e(entries[i], r.where(), r.path_of(fmt::format("entries[{}]", i)));
+    const std::string& p = e.path();
     ManifestEntry m;
-    m.key = r.text(e, p, "key");
-    MS_CHECK(keys.insert(m.key).second, "{}: '{}': key '{}' appears twice in file {}", r.where, p, m.key, f.name);
-    m.tensor = r.text(e, p, "tensor");
-    m.kind = kind_from(r, r.text(e, p, "kind"), p);
-    m.parts = static_cast<int>(r.integer(e, p, "parts", 1, 4096));
-    m.part = static_cast<int>(r.integer(e, p, "part", 0, m.parts - 1));
-    m.lo = r.unsigned_integer(e, p, "lo");
-    m.hi = r.unsigned_integer(e, p, "hi");
-    MS_CHECK(m.lo < m.hi, "{}: '{}': empty or reversed range [{}, {})", r.where, p, m.lo, m.hi);
+    m.key = e.text("key");
+    MS_CHECK(keys.insert(m.key).second, "{}: '{}': key '{}' appears twice in file {}", r.where(), p, m.key, f.name);
+    m.tensor = e.text("tensor");
+    m.kind = kind_from(e, e.text("kind"));
+    m.parts = int_field(e, "parts", 1, 4096);
+    m.part = int_field(e, "part", 0, m.parts - 1);
+    m.lo = e.unsigned_integer("lo");
+    m.hi = e.unsigned_integer("hi");
+    MS_CHECK(m.lo < m.hi, "{}: '{}': empty or reversed range [{}, {})", r.where(), p, m.lo, m.hi);
     f.entries.push_back(std::move(m));
   }
   return f;
@@ -143,7 +115,7 @@ std::vector<ManifestFile> parse_manifest_files(const std::string& text, const st
   }
   MS_CHECK(j.is_array(), "{}: not a JSON array of file records", where);
   std::vector<ManifestFile> out;
-  for (size_t i = 0; i < j.size(); i++) out.push_back(file_from(Reader{where}, j[i], fmt::format("[{}]", i)));
+  for (size_t i = 0; i < j.size(); i++) out.push_back(file_from(JsonFields(j[i], where, fmt::format("[{}]", i))));
   return out;
 }
 
@@ -181,57 +153,48 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
   } catch (const std::exception& e) {
     MS_FAIL("{}: not JSON: {}", where, e.what());
   }
-  const Reader r{where};
   MS_CHECK(j.is_object(), "{}: the manifest is not a JSON object", where);
-  MS_CHECK(r.text(j, "", "format") == "megascale-checkpoint", "{}: field 'format' is not 'megascale-checkpoint'", where);
+  const JsonFields r(j, where);
+  MS_CHECK(r.text("format") == "megascale-checkpoint", "{}: field 'format' is not 'megascale-checkpoint'", where);
   Manifest m;
-  m.format_version = static_cast<int>(r.integer(j, "", "format_version", 1, INT32_MAX));
+  m.format_version = int_field(r, "format_version", 1, INT32_MAX);
   MS_CHECK(m.format_version <= kCheckpointFormatVersion,
            "{}: field 'format_version' = {}: written by a newer megascale (this one reads up to version {})", where,
            m.format_version, kCheckpointFormatVersion);
-  m.step = static_cast<int>(r.integer(j, "", "step", 0, 1000000000));  // train.steps' bound: step + 1 fits int
-  const json& data = r.get(j, "", "data");
-  m.data.epoch = r.unsigned_integer(data, "data", "epoch");
-  m.data.index = r.unsigned_integer(data, "data", "index");
-  m.tokens = r.unsigned_integer(j, "", "tokens");
-  const json& loss = r.get(j, "", "loss");
-  MS_CHECK(loss.is_number(), "{}: field 'loss' is not a number: {}", where, loss.dump());
-  m.loss = loss.get<double>();
-  m.model_hash = r.text(j, "", "model_hash");
-  const json& model = r.get(j, "", "model");
-  MS_CHECK(model.is_object(), "{}: field 'model' is not an object", where);
-  for (const auto& [k, v] : model.items()) {
-    MS_CHECK(v.is_string(), "{}: field 'model.{}' is not a string", where, k);
-    m.model[k] = v.get<std::string>();
-  }
-  m.config_toml = r.text(j, "", "config");
-  const json& layout = r.get(j, "", "layout");
-  m.dp = static_cast<int>(r.integer(layout, "layout", "dp", 1, 1 << 20));
-  m.tp = static_cast<int>(r.integer(layout, "layout", "tp", 1, 4096));
-  m.pp = static_cast<int>(r.integer(layout, "layout", "pp", 1, 4096));
-  m.virtual_stages = static_cast<int>(r.integer(layout, "layout", "virtual_stages", 1, 4096));
-  const json& tensors = r.get(j, "", "tensors");
-  MS_CHECK(tensors.is_object(), "{}: field 'tensors' is not an object", where);
-  for (const auto& [name, t] : tensors.items()) {
-    const std::string p = "tensors." + name;
+  m.step = int_field(r, "step", 0, 1000000000);  // train.steps' bound: step + 1 fits int
+  const JsonFields data = r.object("data");
+  m.data.epoch = data.unsigned_integer("epoch");
+  m.data.index = data.unsigned_integer("index");
+  m.tokens = r.unsigned_integer("tokens");
+  m.loss = r.number("loss");
+  m.model_hash = r.text("model_hash");
+  const JsonFields model = r.object("model");
+  for (const auto& [k, v] : r.at("model").items()) m.model[k] = model.text(k);
+  m.config_toml = r.text("config");
+  const JsonFields layout = r.object("layout");
+  m.dp = int_field(layout, "dp", 1, 1 << 20);
+  m.tp = int_field(layout, "tp", 1, 4096);
+  m.pp = int_field(layout, "pp", 1, 4096);
+  m.virtual_stages = int_field(layout, "virtual_stages", 1, 4096);
+  const JsonFields tensors = r.object("tensors");
+  for (const auto& [name, tj] : r.at("tensors").items()) {
+    const JsonFields t = tensors.object(name);
     ManifestTensor mt;
-    const json& shape = r.get(t, p, "shape");
-    MS_CHECK(shape.is_array() && !shape.empty(), "{}: field '{}.shape' is not a non-empty array", where, p);
+    const json& shape = t.array("shape", true);
     for (const json& d : shape) {
-      MS_CHECK(d.is_number_integer() && d.get<int64_t>() > 0 && d.get<int64_t>() < (int64_t{1} << 40),
-               "{}: field '{}.shape' holds {}, not a positive dimension", where, p, d.dump());
+      if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() >= (int64_t{1} << 40))
+        t.fail("shape", fmt::format("holds {}, not a positive dimension", d.dump()));
       mt.shape.push_back(d.get<int64_t>());
     }
-    mt.split = r.text(t, p, "split");
-    MS_CHECK(mt.split == "replicated" || mt.split == "rows" || mt.split == "cols" || mt.split == "qkv_rows",
-             "{}: field '{}.split' = '{}' is not replicated, rows, cols or qkv_rows", where, p, mt.split);
+    mt.split = t.text("split");
+    if (mt.split != "replicated" && mt.split != "rows" && mt.split != "cols" && mt.split != "qkv_rows")
+      t.fail("split", fmt::format("= '{}' is not replicated, rows, cols or qkv_rows", mt.split));
     m.tensors.emplace(name, std::move(mt));
   }
-  const json& files = r.get(j, "", "files");
-  MS_CHECK(files.is_array() && !files.empty(), "{}: field 'files' is not a non-empty array", where);
+  const json& files = r.array("files", true);
   std::set<std::string> names;
   for (size_t i = 0; i < files.size(); i++) {
-    ManifestFile f = file_from(r, files[i], fmt::format("files[{}]", i));
+    ManifestFile f = file_from(JsonFields(files[i], where, fmt::format("files[{}]", i)));
     MS_CHECK(names.insert(f.name).second, "{}: file {} is listed twice", where, f.name);
     for (const ManifestEntry& e : f.entries) {
       auto it = m.tensors.find(e.tensor);
@@ -243,21 +206,19 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
   const std::string gap = coverage_problem(m);
   MS_CHECK(gap.empty(), "{}: {}", where, gap);
   if (j.contains("lineage")) {
-    m.lineage = r.text(j, "", "lineage");
-    MS_CHECK(m.lineage.size() == 16 && m.lineage.find_first_not_of("0123456789abcdef") == std::string::npos,
-             "{}: field 'lineage' = '{}' is not 16 hex digits", where, m.lineage);
+    m.lineage = r.text("lineage");
+    if (m.lineage.size() != 16 || m.lineage.find_first_not_of("0123456789abcdef") != std::string::npos)
+      r.fail("lineage", fmt::format("= '{}' is not 16 hex digits", m.lineage));
   }
   if (j.contains("data_stream")) {
-    const json& d = r.get(j, "", "data_stream");
+    const JsonFields d = r.object("data_stream");
     ManifestDataStream& s = m.data_stream;
     s.present = true;
-    s.files = r.text(d, "data_stream", "files");
-    s.seed = r.integer(d, "data_stream", "seed", INT32_MIN, INT32_MAX);
-    s.seq_len = r.integer(d, "data_stream", "seq_len", 1, INT32_MAX);
-    s.samples_per_step = r.integer(d, "data_stream", "samples_per_step", 1, INT32_MAX);
-    const json& sh = r.get(d, "data_stream", "shuffle");
-    MS_CHECK(sh.is_boolean(), "{}: field 'data_stream.shuffle' is not true or false: {}", where, sh.dump());
-    s.shuffle = sh.get<bool>();
+    s.files = d.text("files");
+    s.seed = d.integer("seed", INT32_MIN, INT32_MAX);
+    s.seq_len = d.integer("seq_len", 1, INT32_MAX);
+    s.samples_per_step = d.integer("samples_per_step", 1, INT32_MAX);
+    s.shuffle = d.boolean("shuffle");
   }
   return m;
 }

@@ -5,8 +5,12 @@
 #include <unistd.h>  // read, write
 
 #include <cerrno>
+#include <cmath>  // NAN, std::isfinite
+
+#include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/json_fields.h"  // JsonFields
 
 namespace ms::launch {
 
@@ -16,14 +20,11 @@ namespace {
 
 // A number that may be NaN: null in JSON (which has no NaN).
 json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-double num_of(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : NAN;
-}
-template <class T>
-void get(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  if (it != j.end() && !it->is_null()) out = it->get<T>();
+
+// The fields of a message, every one optional (absent or null: the default): a wrong type is an
+// ms::Error naming the message type and the field (base/json_fields.h).
+JsonFields fields(const json& j, const char* type) {
+  return JsonFields(j, fmt::format("heartbeat message ({})", type));
 }
 
 }  // namespace
@@ -34,19 +35,34 @@ void to_json(json& j, const RankBeat& b) {
        {"step_ms", num(b.step_ms)}, {"ms", b.ms}};
 }
 void from_json(const json& j, RankBeat& b) {
-  get(j, "rank", b.rank), get(j, "pid", b.pid), get(j, "state", b.state), get(j, "exit_code", b.exit_code);
-  get(j, "signal", b.signal), get(j, "step", b.step), get(j, "ms", b.ms);
-  b.loss = num_of(j, "loss"), b.tokens_per_s = num_of(j, "tokens_per_s"), b.step_ms = num_of(j, "step_ms");
+  const JsonFields f = fields(j, "RankBeat");
+  f.read_or_keep("rank", b.rank);
+  f.read_or_keep("pid", b.pid);
+  f.read_or_keep("state", b.state);
+  f.read_or_keep("exit_code", b.exit_code);
+  f.read_or_keep("signal", b.signal);
+  f.read_or_keep("step", b.step);
+  f.read_or_keep("ms", b.ms);
+  b.loss = f.number_or("loss", NAN), b.tokens_per_s = f.number_or("tokens_per_s", NAN);
+  b.step_ms = f.number_or("step_ms", NAN);
 }
 void to_json(json& j, const StepBeat& b) {
   j = {{"rank", b.rank}, {"step", b.step}, {"loss", num(b.loss)}, {"step_ms", b.step_ms}};
 }
 void from_json(const json& j, StepBeat& b) {
-  get(j, "rank", b.rank), get(j, "step", b.step), get(j, "step_ms", b.step_ms);
-  b.loss = num_of(j, "loss");
+  const JsonFields f = fields(j, "StepBeat");
+  f.read_or_keep("rank", b.rank);
+  f.read_or_keep("step", b.step);
+  f.read_or_keep("step_ms", b.step_ms);
+  b.loss = f.number_or("loss", NAN);
 }
 void to_json(json& j, const LogLineBeat& b) { j = {{"rank", b.rank}, {"level", b.level}, {"text", b.text}}; }
-void from_json(const json& j, LogLineBeat& b) { get(j, "rank", b.rank), get(j, "level", b.level), get(j, "text", b.text); }
+void from_json(const json& j, LogLineBeat& b) {
+  const JsonFields f = fields(j, "LogLineBeat");
+  f.read_or_keep("rank", b.rank);
+  f.read_or_keep("level", b.level);
+  f.read_or_keep("text", b.text);
+}
 
 void to_json(json& j, const HostBeat& b) {
   j = {{"type", "beat"},       {"host", b.host},         {"seq", b.seq},
@@ -56,10 +72,20 @@ void to_json(json& j, const HostBeat& b) {
        {"out_dir", b.out_dir}, {"error", b.error}};
 }
 void from_json(const json& j, HostBeat& b) {
-  get(j, "host", b.host), get(j, "seq", b.seq), get(j, "attempt", b.attempt), get(j, "state", b.state);
-  get(j, "hostname", b.hostname), get(j, "pid", b.pid), get(j, "ranks", b.ranks), get(j, "steps", b.steps);
-  get(j, "bytes_sent", b.bytes_sent), get(j, "bytes_recv", b.bytes_recv), get(j, "lines", b.lines);
-  get(j, "out_dir", b.out_dir), get(j, "error", b.error);
+  const JsonFields f = fields(j, "HostBeat");
+  f.read_or_keep("host", b.host);
+  f.read_or_keep("seq", b.seq);
+  f.read_or_keep("attempt", b.attempt);
+  f.read_or_keep("state", b.state);
+  f.read_or_keep("hostname", b.hostname);
+  f.read_or_keep("pid", b.pid);
+  f.read_or_keep("ranks", b.ranks);
+  f.read_or_keep("steps", b.steps);
+  f.read_or_keep("bytes_sent", b.bytes_sent);
+  f.read_or_keep("bytes_recv", b.bytes_recv);
+  f.read_or_keep("lines", b.lines);
+  f.read_or_keep("out_dir", b.out_dir);
+  f.read_or_keep("error", b.error);
 }
 
 void to_json(json& j, const RunCommand& c) {
@@ -67,26 +93,44 @@ void to_json(json& j, const RunCommand& c) {
        {"argv", c.argv}, {"env", c.env}, {"quiet", c.quiet}};
 }
 void from_json(const json& j, RunCommand& c) {
-  get(j, "attempt", c.attempt), get(j, "world", c.world), get(j, "ranks", c.ranks), get(j, "argv", c.argv);
-  get(j, "env", c.env), get(j, "quiet", c.quiet);
+  const JsonFields f = fields(j, "RunCommand");
+  f.read_or_keep("attempt", c.attempt);
+  f.read_or_keep("world", c.world);
+  f.read_or_keep("ranks", c.ranks);
+  f.read_or_keep("argv", c.argv);
+  f.read_or_keep("env", c.env);
+  f.read_or_keep("quiet", c.quiet);
 }
 void to_json(json& j, const SelfCheckProc& c) { j = {{"argv", c.argv}, {"env", c.env}}; }
-void from_json(const json& j, SelfCheckProc& c) { get(j, "argv", c.argv), get(j, "env", c.env); }
+void from_json(const json& j, SelfCheckProc& c) {
+  const JsonFields f = fields(j, "SelfCheckProc");
+  f.read_or_keep("argv", c.argv);
+  f.read_or_keep("env", c.env);
+}
 void to_json(json& j, const SelfCheckCommand& c) {
   j = {{"cmd", "selfcheck"}, {"id", c.id}, {"procs", c.procs}, {"timeout_ms", c.timeout_ms}};
 }
 void from_json(const json& j, SelfCheckCommand& c) {
-  get(j, "id", c.id), get(j, "procs", c.procs), get(j, "timeout_ms", c.timeout_ms);
+  const JsonFields f = fields(j, "SelfCheckCommand");
+  f.read_or_keep("id", c.id);
+  f.read_or_keep("procs", c.procs);
+  f.read_or_keep("timeout_ms", c.timeout_ms);
 }
 void to_json(json& j, const SelfCheckResult& r) { j = {{"exit_code", r.exit_code}, {"result", r.result}}; }
 void from_json(const json& j, SelfCheckResult& r) {
-  get(j, "exit_code", r.exit_code);
-  if (auto it = j.find("result"); it != j.end()) r.result = *it;
+  const JsonFields f = fields(j, "SelfCheckResult");
+  f.read_or_keep("exit_code", r.exit_code);
+  if (const json* v = f.find("result")) r.result = *v;
 }
 void to_json(json& j, const SelfCheckReport& r) {
   j = {{"type", "selfcheck"}, {"host", r.host}, {"id", r.id}, {"results", r.results}};
 }
-void from_json(const json& j, SelfCheckReport& r) { get(j, "host", r.host), get(j, "id", r.id), get(j, "results", r.results); }
+void from_json(const json& j, SelfCheckReport& r) {
+  const JsonFields f = fields(j, "SelfCheckReport");
+  f.read_or_keep("host", r.host);
+  f.read_or_keep("id", r.id);
+  f.read_or_keep("results", r.results);
+}
 
 bool LineReader::read_from(int fd) {
   char buf[65536];

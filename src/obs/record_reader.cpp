@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "obs/rank_identity.h"  // describe_rank
-#include "base/check.h"  // MS_CHECK, MS_FAIL
+#include "base/check.h"        // MS_CHECK, MS_FAIL
+#include "base/json_fields.h"  // JsonFields
 
 namespace ms {
 
@@ -20,84 +21,56 @@ using nlohmann::json;
 
 namespace {
 
-const json* field(const json& j, const char* key, const std::string& where, bool required) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    MS_CHECK(!required, "{}: field '{}' is missing", where, key);
-    return nullptr;
-  }
-  return &*it;
+// A small integer field (step, rank, microbatch: within +-1e9); optional when a default is given.
+int small(const JsonFields& f, std::string_view key) {
+  return static_cast<int>(f.integer(key, -1000000000, 1000000000));
+}
+int small_or(const JsonFields& f, std::string_view key, int dflt) {
+  return static_cast<int>(f.integer_or(key, dflt, -1000000000, 1000000000));
 }
 
-int64_t get_int(const json& j, const char* key, const std::string& where, bool required = true, int64_t dflt = 0) {
-  const json* v = field(j, key, where, required);
-  if (!v || (v->is_null() && !required)) return dflt;
-  MS_CHECK(v->is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, v->dump());
-  return v->get<int64_t>();
-}
+RankCoord coord(const JsonFields& c) { return RankCoord{small(c, "tp"), small(c, "dp"), small(c, "pp")}; }
 
-int get_small(const json& j, const char* key, const std::string& where, bool required = true, int dflt = 0) {
-  const int64_t v = get_int(j, key, where, required, dflt);
-  MS_CHECK(v >= -1000000000LL && v <= 1000000000LL, "{}: field '{}' = {} is out of range", where, key, v);
-  return static_cast<int>(v);
-}
-
-double get_num(const json& j, const char* key, const std::string& where, bool required = true, double dflt = 0) {
-  const json* v = field(j, key, where, required);
-  if (!v || v->is_null()) return dflt;
-  MS_CHECK(v->is_number(), "{}: field '{}' must be a number, got {}", where, key, v->dump());
-  return v->get<double>();
-}
-
-std::string get_str(const json& j, const char* key, const std::string& where, bool required = true,
-                    const std::string& dflt = "") {
-  const json* v = field(j, key, where, required);
-  if (!v || (v->is_null() && !required)) return dflt;
-  MS_CHECK(v->is_string(), "{}: field '{}' must be a string, got {}", where, key, v->dump());
-  return v->get<std::string>();
-}
-
-RankCoord get_coord(const json& j, const char* key, const std::string& where, bool required, RankCoord dflt) {
-  const json* v = field(j, key, where, required);
-  if (!v) return dflt;
-  MS_CHECK(v->is_object(), "{}: field '{}' must be an object {{tp, dp, pp}}, got {}", where, key, v->dump());
-  const std::string w = where + ": " + key;
-  return RankCoord{get_small(*v, "tp", w), get_small(*v, "dp", w), get_small(*v, "pp", w)};
-}
-
-RecordHeader parse_header(const json& j, const std::string& where) {
+RecordHeader parse_header(const JsonFields& f) {
+  const std::string& where = f.where();
   RecordHeader h;
-  h.format = get_small(j, "format", where);
+  h.format = small(f, "format");
   MS_CHECK(h.format == 1, "{}: field 'format' = {}: this reader knows format 1 only", where, h.format);
-  h.rank = get_small(j, "rank", where);
-  h.world = get_small(j, "world", where);
+  h.rank = small(f, "rank");
+  h.world = small(f, "world");
   MS_CHECK(h.world >= 1 && h.rank >= 0 && h.rank < h.world, "{}: field 'rank' = {} is not in a world of {}", where,
            h.rank, h.world);
-  h.coord = get_coord(j, "coord", where, true, {});
-  h.shape = get_coord(j, "shape", where, false, RankCoord{1, 1, h.world});
+  h.coord = coord(f.object("coord"));
+  h.shape = f.has("shape") ? coord(f.object("shape")) : RankCoord{1, 1, h.world};
   MS_CHECK(h.shape.tp >= 1 && h.shape.dp >= 1 && h.shape.pp >= 1, "{}: field 'shape' has a size below 1", where);
-  h.order = get_str(j, "order", where, false, "tp-dp-pp");
-  h.host = get_str(j, "host", where, false);
-  h.pid = get_int(j, "pid", where, false);
-  h.backend = get_str(j, "backend", where, false);
-  h.unix_ns = get_int(j, "unix_ns", where, false);
-  if (const json* c = field(j, "clock", where, false); c && !c->is_null()) {
-    MS_CHECK(c->is_object(), "{}: field 'clock' must be an object {{offset_ns, rtt_ns}}", where);
-    h.offset_ns = get_int(*c, "offset_ns", where + ": clock", false);
-    h.rtt_ns = get_int(*c, "rtt_ns", where + ": clock", false);
+  h.order = f.text_or("order", "tp-dp-pp");
+  h.host = f.text_or("host", "");
+  h.pid = f.integer_or("pid", 0);
+  h.backend = f.text_or("backend", "");
+  h.unix_ns = f.integer_or("unix_ns", 0);
+  if (f.has("clock")) {
+    const JsonFields c = f.object("clock");
+    h.offset_ns = c.integer_or("offset_ns", 0);
+    h.rtt_ns = c.integer_or("rtt_ns", 0);
   }
-  if (const json* g = field(j, "groups", where, false); g && !g->is_null()) {
-    MS_CHECK(g->is_object(), "{}: field 'groups' must be an object {{name: [world ranks]}}", where);
-    for (const auto& [name, members] : g->items()) {
-      MS_CHECK(members.is_array(), "{}: groups.{} must be an array of world ranks", where, name);
+  if (f.has("groups")) {
+    const JsonFields g = f.object("groups");
+    for (const auto& [name, members] : f.at("groups").items()) {
+      const nlohmann::json& list = g.array(name);
       std::vector<int>& out = h.groups[name];
-      for (const json& m : members) {
-        MS_CHECK(m.is_number_integer(), "{}: groups.{} holds a non-integer {}", where, name, m.dump());
+      for (const json& m : list) {
+        if (!m.is_number_integer()) g.fail_type(name, "an array of world ranks (integers)", list);
         out.push_back(m.get<int>());
       }
     }
   }
   return h;
+}
+
+// A {segment: milliseconds} field into out.
+void segment_ms(const JsonFields& f, std::string_view key, std::map<std::string, double>& out) {
+  const JsonFields m = f.object(key);
+  for (const auto& [seg, v] : f.at(key).items()) out[seg] = m.number(seg);
 }
 
 // rank-RRRRR.jsonl -> RRRRR, else -1.
@@ -176,11 +149,12 @@ void parse_record_line(const std::string& line, const std::string& where, RankRe
     MS_FAIL("{}: not a JSON line ({})", where, e.what());
   }
   MS_CHECK(j.is_object(), "{}: a record must be a JSON object", where);
-  const std::string type = get_str(j, "type", where);
+  const JsonFields f(j, where);
+  const std::string type = f.text("type");
   if (type == "header") {
     // A later header: the rank was started again (a resumed run appending to its file); it replaces
     // the first one, the records before it stay.
-    into.header = parse_header(j, where);
+    into.header = parse_header(f);
     MS_CHECK(into.rank < 0 || into.header.rank == into.rank, "{}: header of rank {} in the file of rank {}", where,
              into.header.rank, into.rank);
     into.rank = into.header.rank;
@@ -191,29 +165,29 @@ void parse_record_line(const std::string& line, const std::string& where, RankRe
            type);
   if (type == "span") {
     SpanRecord s;
-    s.seg = get_str(j, "seg", where);
-    s.name = get_str(j, "name", where, false, s.seg);
-    s.step = get_small(j, "step", where);
-    s.mb = get_small(j, "mb", where, false, -1);
-    s.chunk = get_small(j, "chunk", where, false, -1);
-    s.t0 = get_int(j, "t0", where);
-    s.t1 = get_int(j, "t1", where);
+    s.seg = f.text("seg");
+    s.name = f.text_or("name", s.seg);
+    s.step = small(f, "step");
+    s.mb = small_or(f, "mb", -1);
+    s.chunk = small_or(f, "chunk", -1);
+    s.t0 = f.integer("t0");
+    s.t1 = f.integer("t1");
     MS_CHECK(s.t1 >= s.t0, "{}: field 't1' = {} is before 't0' = {}", where, s.t1, s.t0);
     into.spans.push_back(std::move(s));
   } else if (type == "comm") {
     CommRecord c;
-    c.seg = get_str(j, "seg", where);
-    c.op = get_str(j, "op", where);
-    c.group = get_str(j, "group", where);
-    c.seq = get_int(j, "seq", where);
-    c.bytes = get_int(j, "bytes", where, false);
-    c.peer = get_small(j, "peer", where, false, -1);
-    c.peer_world = get_small(j, "peer_world", where, false, -1);
-    c.step = get_small(j, "step", where);
-    c.t0 = get_int(j, "t0", where);
-    c.t1 = get_int(j, "t1", where);
-    c.tq = get_int(j, "tq", where, false, c.t0);
-    c.status = get_str(j, "status", where, false, "ok");
+    c.seg = f.text("seg");
+    c.op = f.text("op");
+    c.group = f.text("group");
+    c.seq = f.integer("seq");
+    c.bytes = f.integer_or("bytes", 0);
+    c.peer = small_or(f, "peer", -1);
+    c.peer_world = small_or(f, "peer_world", -1);
+    c.step = small(f, "step");
+    c.t0 = f.integer("t0");
+    c.t1 = f.integer("t1");
+    c.tq = f.integer_or("tq", c.t0);
+    c.status = f.text_or("status", "ok");
     // 0 = not reached (an op that never started or never ended, written by a dump): a point.
     if (c.t0 == 0 && c.tq != 0) c.t0 = c.tq;
     if (c.t1 == 0) c.t1 = c.t0;
@@ -221,40 +195,29 @@ void parse_record_line(const std::string& line, const std::string& where, RankRe
     into.comms.push_back(std::move(c));
   } else if (type == "step") {
     RecordedStep s;
-    s.step = get_small(j, "step", where);
-    s.t0 = get_int(j, "t0", where);
-    s.t1 = get_int(j, "t1", where);
-    if (const json* l = field(j, "loss", where, false); l && !l->is_null()) s.loss = get_num(j, "loss", where);
-    s.lr = get_num(j, "lr", where, false);
-    s.tokens_per_s = get_num(j, "tokens_per_s", where, false);
-    s.mfu = get_num(j, "mfu", where, false, NAN);
-    s.mfu_gemm = get_num(j, "mfu_gemm", where, false, NAN);
-    const json* m = field(j, "ms", where, true);
-    MS_CHECK(m->is_object(), "{}: field 'ms' must be an object {{segment: milliseconds}}, got {}", where, m->dump());
-    for (const auto& [seg, v] : m->items()) {
-      MS_CHECK(v.is_number(), "{}: field 'ms.{}' must be a number, got {}", where, seg, v.dump());
-      s.ms[seg] = v.get<double>();
-    }
-    if (const json* c = field(j, "cpu_ms", where, false)) {
-      MS_CHECK(c->is_object(), "{}: field 'cpu_ms' must be an object {{segment: milliseconds}}, got {}", where, c->dump());
-      for (const auto& [seg, v] : c->items()) {
-        MS_CHECK(v.is_number(), "{}: field 'cpu_ms.{}' must be a number, got {}", where, seg, v.dump());
-        s.cpu_ms[seg] = v.get<double>();
-      }
-    }
+    s.step = small(f, "step");
+    s.t0 = f.integer("t0");
+    s.t1 = f.integer("t1");
+    if (f.has("loss")) s.loss = f.number("loss");
+    s.lr = f.number_or("lr", 0);
+    s.tokens_per_s = f.number_or("tokens_per_s", 0);
+    s.mfu = f.number_or("mfu", NAN);
+    s.mfu_gemm = f.number_or("mfu_gemm", NAN);
+    segment_ms(f, "ms", s.ms);
+    if (f.has("cpu_ms")) segment_ms(f, "cpu_ms", s.cpu_ms);
     into.steps.push_back(std::move(s));
   } else if (type == "clock") {
     ClockRecord c;
-    c.step = get_small(j, "step", where);
-    c.offset_ns = get_int(j, "offset_ns", where);
-    c.rtt_ns = get_int(j, "rtt_ns", where, false);
+    c.step = small(f, "step");
+    c.offset_ns = f.integer("offset_ns");
+    c.rtt_ns = f.integer_or("rtt_ns", 0);
     into.clocks.push_back(c);
   } else if (type == "event") {
     EventRecord e;
-    e.name = get_str(j, "name", where);
-    e.step = get_small(j, "step", where, false, -1);
-    e.t = get_int(j, "t", where);
-    e.detail = get_str(j, "detail", where, false);
+    e.name = f.text("name");
+    e.step = small_or(f, "step", -1);
+    e.t = f.integer("t");
+    e.detail = f.text_or("detail", "");
     into.events.push_back(std::move(e));
   }
   // Other types: written by a newer writer; skipped.

@@ -11,7 +11,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "base/check.h"  // MS_CHECK, MS_FAIL
+#include "base/check.h"        // MS_CHECK, MS_FAIL
+#include "base/json_fields.h"  // JsonFields
 
 namespace ms {
 namespace {
@@ -40,59 +41,49 @@ struct RankDump {
   std::string segment;  // current compute segment, "" if none
 };
 
-// Field access naming the file and field.
-template <class T>
-T field(const json& j, const char* key, const std::string& file) {
-  MS_CHECK(j.is_object() && j.contains(key), "{}: field '{}' is missing", file, key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception& e) {
-    MS_FAIL("{}: field '{}' has the wrong type ({})", file, key, e.what());
-  }
+DiagnoseCoord coord_of(const JsonFields& c) {
+  return DiagnoseCoord{c.get<int>("tp"), c.get<int>("dp"), c.get<int>("pp")};
 }
 
-DiagnoseCoord coord_of(const json& j, const std::string& file) {
-  DiagnoseCoord c;
-  c.tp = field<int>(j, "tp", file), c.dp = field<int>(j, "dp", file), c.pp = field<int>(j, "pp", file);
-  return c;
-}
-
-RingOp ring_op(const json& j, const std::string& file, int64_t offset) {
+RingOp ring_op(const JsonFields& f, int64_t offset) {
   RingOp o;
-  o.op = field<std::string>(j, "op", file);
-  o.group = field<std::string>(j, "group", file);
-  o.state = field<std::string>(j, "state", file);
-  o.status = j.value("status", "");
-  o.seq = field<uint64_t>(j, "seq", file);
-  o.peer = j.value("peer", -1), o.peer_world = j.value("peer_world", -1);
+  o.op = f.text("op");
+  o.group = f.text("group");
+  o.state = f.text("state");
+  o.status = f.text_or("status", "");
+  o.seq = f.get<uint64_t>("seq");
+  o.peer = f.get_or<int>("peer", -1), o.peer_world = f.get_or<int>("peer_world", -1);
   // Dumps hold aligned times already; offset only fixes dumps whose clock field says they are raw.
-  o.t0 = j.value("t0", int64_t{0}) + (j.value("t0", int64_t{0}) ? offset : 0);
-  o.deadline = j.value("deadline", int64_t{0}) + (j.value("deadline", int64_t{0}) ? offset : 0);
+  const int64_t t0 = f.integer_or("t0", 0), deadline = f.integer_or("deadline", 0);
+  o.t0 = t0 + (t0 ? offset : 0);
+  o.deadline = deadline + (deadline ? offset : 0);
   return o;
 }
 
 RankDump parse_dump(const json& j, const std::string& file) {
   MS_CHECK(j.is_object(), "{}: not a JSON object", file);
-  MS_CHECK(field<int>(j, "format", file) == 1, "{}: field 'format' is {}, this reader knows format 1", file,
-           j.at("format").dump());
+  const JsonFields f(j, file);
+  const int format = f.get<int>("format");
+  MS_CHECK(format == 1, "{}: field 'format' is {}, this reader knows format 1", file, format);
   RankDump d;
   d.file = file;
-  d.rank = field<int>(j, "rank", file);
-  d.world = field<int>(j, "world", file);
+  d.rank = f.get<int>("rank");
+  d.world = f.get<int>("world");
   MS_CHECK(d.world >= 1 && d.rank >= 0 && d.rank < d.world, "{}: field 'rank' {} is not a rank of a world of {}", file,
            d.rank, d.world);
-  d.kind = field<std::string>(j, "kind", file);
-  d.reason = j.value("reason", "");
-  if (j.contains("coord")) d.coord = coord_of(j.at("coord"), file + " coord");
-  d.frozen_ns = j.value("frozen_ns", int64_t{0});
-  if (j.contains("groups")) d.groups = field<std::map<std::string, std::vector<int>>>(j, "groups", file);
-  const json& seg = j.contains("segment") ? j.at("segment") : json();
-  if (seg.is_object()) d.segment = seg.value("name", "");
-  const json& ring = j.contains("ring") ? j.at("ring") : json();
-  MS_CHECK(ring.is_array(), "{}: field 'ring' is missing or not an array", file);
-  for (const json& r : ring) d.ring.push_back(ring_op(r, file + " ring", 0));
-  if (j.contains("stuck") && j.at("stuck").is_array())
-    for (const json& r : j.at("stuck")) d.stuck.push_back(ring_op(r, file + " stuck", 0));
+  d.kind = f.text("kind");
+  d.reason = f.text_or("reason", "");
+  if (f.has("coord")) d.coord = coord_of(f.object("coord"));
+  d.frozen_ns = f.integer_or("frozen_ns", 0);
+  f.read_or_keep("groups", d.groups);
+  if (const json* seg = f.find("segment"); seg && seg->is_object())
+    d.segment = JsonFields(*seg, file, "segment").text_or("name", "");
+  const json& ring = f.array("ring");
+  for (size_t i = 0; i < ring.size(); i++)
+    d.ring.push_back(ring_op(JsonFields(ring[i], file, fmt::format("ring[{}]", i)), 0));
+  if (const json* stuck = f.find("stuck"); stuck && stuck->is_array())
+    for (size_t i = 0; i < stuck->size(); i++)
+      d.stuck.push_back(ring_op(JsonFields((*stuck)[i], file, fmt::format("stuck[{}]", i)), 0));
   return d;
 }
 

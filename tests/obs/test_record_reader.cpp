@@ -96,9 +96,9 @@ TEST_F(RecordReaderTest, MalformedLinesAreNamedByFileLineAndField) {
   expect_bad("this is not json", {"not a JSON line"});
   expect_bad(R"({"type":"span","seg":"forward","name":"f","step":0,"t1":5})", {"field 't0' is missing"});
   expect_bad(R"({"type":"span","seg":"forward","name":"f","step":"x","t0":1,"t1":5})",
-             {"field 'step' must be an integer"});
+             {"field 'step' is not an integer"});
   expect_bad(R"({"type":"span","seg":"forward","name":"f","step":0,"t0":9,"t1":5})", {"'t1' = 5 is before 't0' = 9"});
-  expect_bad(R"({"type":"step","step":0,"t0":1,"t1":5,"ms":{"forward":"slow"}})", {"field 'ms.forward' must be a number"});
+  expect_bad(R"({"type":"step","step":0,"t0":1,"t1":5,"ms":{"forward":"slow"}})", {"field 'ms.forward' is not a number"});
   expect_bad(R"({"type":"step","step":0,"t0":1,"t1":5})", {"field 'ms' is missing"});
   expect_bad(R"({"seg":"forward"})", {"field 'type' is missing"});
   expect_bad(R"([1,2])", {"must be a JSON object"});
