@@ -10,6 +10,8 @@ namespace ms {
 
 namespace fs = std::filesystem;
 
+std::vector<std::string> janitor_command() { return {"/proc/self/exe", kJanitorCommand}; }
+
 std::string self_executable() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);

@@ -10,6 +10,11 @@ namespace ms {
 // This executable (/proc/self/exe resolved).
 std::string self_executable();
 
+// The hidden subcommand that runs the launcher's janitor (launch/janitor.h), and the command that
+// starts it: this very binary through /proc/self/exe (even if its file was replaced meanwhile).
+inline constexpr const char* kJanitorCommand = "janitor";
+std::vector<std::string> janitor_command();
+
 // The folder with encoder.json and vocab.bpe: $MEGASCALE_TOKENIZER_DIR if set, else
 // <dir of this executable>/share/megascale/gpt2 (the build tree), else
 // <dir of this executable>/../share/megascale/gpt2 (an installed prefix). An error when none has

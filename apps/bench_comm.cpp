@@ -268,6 +268,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
       lo.nproc = n;
       lo.store = launch::parse_store_spec(store);
       lo.quiet_others = true;
+      lo.janitor = janitor_command();
       lo.command = worker_args(bandwidth, out);
       const LaunchResult r = run_launcher(lo);
       if (r.exit_code != 0) {

@@ -92,6 +92,7 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   if (app.got_subcommand(kExecutorCommand)) {
     launch::ExecutorOptions e = a.executor;
     e.beat = std::chrono::milliseconds(a.executor_beat_ms);
+    e.janitor = janitor_command();
     if (e.error_patterns.empty()) e.error_patterns = launch::default_error_patterns();
     if (e.warning_patterns.empty()) e.warning_patterns = launch::default_warning_patterns();
     return launch::run_executor(e);
@@ -99,6 +100,7 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   if (!app.got_subcommand("launch")) return -1;
   LaunchOptions& s = a.single;
   s.command = resolve_launch_command(s.command);
+  s.janitor = janitor_command();
   s.dashboard_assets = default_dashboard_dir();
   s.signal_grace = std::chrono::milliseconds((int64_t)(a.signal_grace_s * 1000));
   // Flags with a fixed set of values are parsed here, once: the library compares kinds, not words.
@@ -115,6 +117,7 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   const std::string exe = self_executable();
   d.tools.executor = {exe, kExecutorCommand};
   d.tools.selfcheck = {exe, kSelfCheckCommand};
+  d.tools.janitor = janitor_command();
   d.store = store_given ? s.store : launch::StoreSpec{};  // not given: auto
   d.loss_spike_action = launch::parse_loss_spike_action(a.loss_spike_action);
   d.run_dir = s.run_dir;

@@ -107,7 +107,7 @@ void add_ckpt(CLI::App& app, CkptArgs& a) {
 
 int main(int argc, char** argv) {
   // The launcher's guardian (launch/janitor.h): started by this very binary, before any parsing.
-  if (argc == 2 && std::string(argv[1]) == "janitor") return ms::launch::janitor_main();
+  if (argc == 2 && std::string(argv[1]) == ms::kJanitorCommand) return ms::launch::janitor_main();
   CLI::App app{"megascale: GPT training after ByteDance's MegaScale"};
   app.require_subcommand(1);
   ms::PrepareOptions prep;

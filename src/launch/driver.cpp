@@ -70,7 +70,7 @@ enum class Phase { kRunning, kStopping, kSelfCheck, kDraining, kDone };
 
 class Driver {
  public:
-  explicit Driver(const DriverOptions& opt) : opt_(opt), progress_(opt.stall), traffic_(opt.traffic_timeout_s),
+  explicit Driver(const DriverOptions& opt) : opt_(opt), janitor_(opt.tools.janitor), progress_(opt.stall), traffic_(opt.traffic_timeout_s),
                                               loss_(opt.loss_window, opt.loss_z) {
     MS_CHECK(opt.nproc_per_host >= 1 && opt.nproc_per_host <= 1024, "--nproc-per-host must be in 1..1024");
     MS_CHECK(!opt.command.empty(), "no command to launch");

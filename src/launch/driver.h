@@ -48,6 +48,7 @@ struct ToolCommands {
   std::vector<std::string> executor;   // runs run_executor (executor.h); the driver appends --host-index,
                                        // --address, --beat-ms, --run-dir, --error-pattern, --warning-pattern
   std::vector<std::string> selfcheck;  // one self-check process (selfcheck_plan.h appends its flags)
+  std::vector<std::string> janitor;    // the janitor process (janitor.h)
 };
 
 struct DriverOptions {

@@ -86,7 +86,7 @@ std::string hostname() {
 
 class Executor {
  public:
-  explicit Executor(const ExecutorOptions& opt) : opt_(opt) {
+  explicit Executor(const ExecutorOptions& opt) : opt_(opt), janitor_(opt.janitor) {
     for (const auto& p : opt.error_patterns) errors_.emplace_back(p, std::regex::ECMAScript | std::regex::icase);
     for (const auto& p : opt.warning_patterns) warnings_.emplace_back(p, std::regex::ECMAScript | std::regex::icase);
     const fs::path parent = opt.run_dir.empty() ? fs::temp_directory_path() : fs::path(opt.run_dir);

@@ -37,6 +37,7 @@ struct ExecutorOptions {
   std::string run_dir;                       // parent of its private folder (empty: the temporary folder)
   // ECMAScript regular expressions (case-insensitive) matched against every rank line.
   std::vector<std::string> error_patterns, warning_patterns;
+  std::vector<std::string> janitor;          // argv of the janitor process (janitor.h); the application's
 };
 
 // Runs until `exit` or the end of stdin; returns the exit code.

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 
 #include "base/check.h"
 #include "launch/process.h"
@@ -58,8 +59,8 @@ void reap_or_kill(pid_t pid, std::chrono::milliseconds limit) {
 
 // ---- the owner's side ---------------------------------------------------------------------------
 
-Janitor::Janitor(const std::string& exe_in) {
-  const std::string exe = exe_in.empty() ? "/proc/self/exe" : exe_in;
+Janitor::Janitor(const std::vector<std::string>& command) {
+  MS_CHECK(!command.empty(), "janitor: no command to start it with (the application's)");
   int sv[2];
   MS_SYSCHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "janitor: socketpair");
   const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -75,7 +76,7 @@ Janitor::Janitor(const std::string& exe_in) {
   so.stdout_fd = devnull;
   so.new_group = true;  // out of reach of a signal to the owner's group; never die_with_parent
   try {
-    pid_ = spawn({exe, "janitor"}, current_environment(), so);
+    pid_ = spawn(command, current_environment(), so);
   } catch (...) {
     ::close(sv[0]);
     ::close(sv[1]);
@@ -106,7 +107,7 @@ Janitor::Janitor(const std::string& exe_in) {
     fd_ = -1;
     reap_or_kill(pid_, std::chrono::milliseconds(0));
     pid_ = -1;
-    MS_FAIL("cannot start the janitor: `{} janitor` did not greet (not a megascale binary?)", exe);
+    MS_FAIL("cannot start the janitor: `{}` did not greet (not a megascale binary?)", fmt::join(command, " "));
   }
   try {
     send(fmt::format("O {}", ::getpid()));

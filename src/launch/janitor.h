@@ -20,15 +20,17 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace ms::launch {
 
 class Janitor {
  public:
-  // Starts `exe janitor` (exe empty: /proc/self/exe, this very binary, even if its file was replaced)
-  // and waits (up to 10 s) for its greeting. Throws ms::Error when it cannot start or does not greet
-  // (a binary without the subcommand is killed).
-  explicit Janitor(const std::string& exe = "");
+  // Starts the janitor process, `command` (the application's way to reach janitor_main, e.g.
+  // {"/proc/self/exe", "janitor"}: this very binary, even if its file was replaced), and waits (up
+  // to 10 s) for its greeting. Throws ms::Error when it cannot start or does not greet (a program
+  // that is not a janitor is killed).
+  explicit Janitor(const std::vector<std::string>& command);
   ~Janitor() { release(); }
   Janitor(const Janitor&) = delete;
   Janitor& operator=(const Janitor&) = delete;
@@ -56,9 +58,9 @@ class Janitor {
   pid_t pid_ = -1;
 };
 
-// The janitor process: `megascale janitor` (hidden). Talks to its owner on stdin (a socket);
-// returns the exit code. Wire it before any other argument parsing:
-//   if (argc == 2 && std::string_view(argv[1]) == "janitor") return ms::launch::janitor_main();
+// The janitor process (the application's hidden subcommand that Janitor's command starts). Talks
+// to its owner on stdin (a socket); returns the exit code. Wire it before any other argument
+// parsing, e.g. `if (argc == 2 && argv[1] == kJanitorCommand) return ms::launch::janitor_main();`.
 int janitor_main();
 
 }  // namespace ms::launch

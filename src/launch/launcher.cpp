@@ -270,7 +270,7 @@ LaunchResult run_launcher(const LaunchOptions& opt) {
   // The guardian first: if this process dies without cleaning up (SIGKILL), it kills every rank's
   // process group and the redis-server's and removes the store and launch folders (janitor.h).
   // Destroyed last: released once everything below cleaned up itself.
-  Janitor janitor;
+  Janitor janitor(opt.janitor);
   // Handlers next: a SIGINT during redis start-up must not kill the launcher before it cleans up.
   SignalPipe signals;
   JobStore store(resolve_store(opt.store, true), opt.run_dir, tag, janitor);  // every rank is on this machine

@@ -42,6 +42,7 @@ namespace ms {
 struct LaunchOptions {
   int nproc = 1;                      // ranks to start, 1..1024
   std::vector<std::string> command;   // argv of every child; command[0] is the program (a path, or a name looked up in PATH)
+  std::vector<std::string> janitor;   // argv of the janitor process (janitor.h); the application's, required
   launch::StoreSpec store{launch::StoreKind::kFile, ""};  // file, redis or redis://host:port (auto: file)
   std::string run_dir;                // parent folder of the file store; empty: the temporary folder
   std::string backend = "gloo";       // MEGASCALE_BACKEND of the children

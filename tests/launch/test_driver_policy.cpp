@@ -324,7 +324,7 @@ TEST(DriverPolicy, AQueueWhoseReaderIsGoneDropsEverything) {
 class DriverStore : public ms::testing::TempDirTest {};
 
 TEST_F(DriverStore, AKilledRedisServerIsStartedAgain) {
-  Janitor janitor(MEGASCALE_BINARY);
+  Janitor janitor({MEGASCALE_BINARY, "janitor"});
   JobStore store(parse_store_spec("redis"), dir_.string(), "heal", janitor);
   EXPECT_EQ(store.heal(true), "");
   const std::string url = store.url(), password = store.password();
@@ -349,7 +349,7 @@ TEST_F(DriverStore, AKilledRedisServerIsStartedAgain) {
 }
 
 TEST_F(DriverStore, AFileStoreWhoseFolderWentIsMadeAgain) {
-  Janitor janitor(MEGASCALE_BINARY);
+  Janitor janitor({MEGASCALE_BINARY, "janitor"});
   JobStore store(parse_store_spec("file"), dir_.string(), "heal", janitor);
   EXPECT_EQ(store.heal(true), "");
   const std::string folder = store.url().substr(5);  // "file:<folder>"
@@ -360,7 +360,7 @@ TEST_F(DriverStore, AFileStoreWhoseFolderWentIsMadeAgain) {
 }
 
 TEST_F(DriverStore, AnOutsideStoreThatDoesNotAnswerIsUnreachable) {
-  Janitor janitor(MEGASCALE_BINARY);
+  Janitor janitor({MEGASCALE_BINARY, "janitor"});
   const int port = free_loopback_port();  // nobody listens there
   JobStore store(parse_store_spec("redis://127.0.0.1:" + std::to_string(port)), dir_.string(), "gone", janitor);
   EXPECT_EQ(store.heal(false), "");  // without a PING nothing is known

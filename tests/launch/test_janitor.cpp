@@ -143,7 +143,7 @@ TEST_F(JanitorTest, KilledOwnerIsCleanedUpAfter) {
   std::ofstream(gone / "deep" / "file") << "x";
   const std::string gc_file = (dir_ / "gc").string();
   const pid_t owner = fork_owner(pids, [&](std::ofstream& f) {
-    auto* j = new Janitor(kBin);  // leaked on purpose: the owner dies with it held
+    auto* j = new Janitor({kBin, "janitor"});  // leaked on purpose: the owner dies with it held
     // A group whose leader leaves a grandchild (no parent-death signal reaches either).
     SpawnOptions so;
     so.new_group = true;
@@ -194,7 +194,7 @@ TEST_F(JanitorTest, ReleaseLeavesEverythingAlone) {
   const pid_t s = start_sleep(true, false);
   pid_t jpid;
   {
-    Janitor j(kBin);
+    Janitor j({kBin, "janitor"});
     jpid = j.pid();
     ASSERT_GT(jpid, 0);
     EXPECT_EQ(pgid_of(jpid), jpid) << "the janitor runs in a process group of its own";
@@ -214,7 +214,7 @@ TEST_F(JanitorTest, ReleaseLeavesEverythingAlone) {
 
 TEST_F(JanitorTest, AProgramThatIsNotAJanitorIsRefused) {
   try {
-    Janitor j("/bin/true");
+    Janitor j({"/bin/true", "janitor"});
     FAIL() << "no error";
   } catch (const ms::Error& e) {
     EXPECT_NE(std::string(e.what()).find("did not greet"), std::string::npos) << e.what();
