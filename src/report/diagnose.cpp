@@ -120,14 +120,20 @@ std::vector<RingOp> waits_of(const RankDump& d) {
   return w;
 }
 
-}  // namespace
-
-Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::string>& names,
-                         const std::vector<json>& headers) {
-  MS_CHECK(docs.size() == names.size(), "diagnose: {} dumps but {} names", docs.size(), names.size());
-  Diagnosis out;
+// What diagnose_dumps learns on its way: the dumps, the groups' members, and the wait-for graph.
+struct DiagnoseState {
   std::map<int, RankDump> dumps;
   std::map<std::string, std::vector<int>> groups;
+  std::map<int, std::set<int>> waits_on;  // waiter -> ranks it waits for (the wait-for graph)
+  std::map<int, std::string> why;         // culprit reasons (first found)
+  std::set<int> late_or_frozen;
+};
+
+// The dumps and the record headers: ranks, coordinates, the layout and every group's members.
+void read_dumps(const std::vector<json>& docs, const std::vector<std::string>& names, const std::vector<json>& headers,
+                Diagnosis& out, DiagnoseState& st) {
+  std::map<int, RankDump>& dumps = st.dumps;
+  std::map<std::string, std::vector<int>>& groups = st.groups;
   std::map<int, DiagnoseCoord> known;
   std::string order;
   DiagnoseCoord shape;
@@ -172,11 +178,13 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
         out.notes.push_back(fmt::format("rank {} ({}) was stuck in {} on group '{}'", r, coord_text(out.coords[r]), s.op,
                                         s.group));
 
-  // The sites: each dumped rank's waits, merged per collective (group, op, seq).
+}
+
+// The sites: each dumped rank's waits, merged per collective (group, op, seq).
+void collect_sites(Diagnosis& out, DiagnoseState& st) {
+  const std::map<int, RankDump>& dumps = st.dumps;
+  const std::map<std::string, std::vector<int>>& groups = st.groups;
   std::map<std::tuple<std::string, std::string, uint64_t, int, int>, size_t> index;
-  std::map<int, std::set<int>> waits_on;          // waiter -> ranks it waits for (the wait-for graph)
-  std::map<int, std::string> why;                // culprit reasons (first found)
-  std::set<int> late_or_frozen;
   for (const auto& [r, d] : dumps) {
     for (const RingOp& w : waits_of(d)) {
       auto g = groups.find(w.group);
@@ -204,7 +212,15 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
       if (std::find(site.waiters.begin(), site.waiters.end(), r) == site.waiters.end()) site.waiters.push_back(r);
     }
   }
-  // Who of each site's members was not in it.
+}
+
+// Who of each site's members was not in it, and why.
+void find_missing(Diagnosis& out, DiagnoseState& st) {
+  const std::map<int, RankDump>& dumps = st.dumps;
+  const std::map<std::string, std::vector<int>>& groups = st.groups;
+  std::map<int, std::set<int>>& waits_on = st.waits_on;
+  std::map<int, std::string>& why = st.why;
+  std::set<int>& late_or_frozen = st.late_or_frozen;
   for (WaitSite& site : out.sites) {
     int64_t deadline = 0;  // the earliest waiter's deadline (aligned)
     for (int w : site.waiters)
@@ -269,6 +285,14 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
     }
     for (int m : late_waiters) site.waiters.erase(std::find(site.waiters.begin(), site.waiters.end(), m));
   }
+}
+
+// Frozen ranks, then the culprits: the ends of the wait-for chains.
+void name_culprits(Diagnosis& out, DiagnoseState& st) {
+  const std::map<int, RankDump>& dumps = st.dumps;
+  std::map<int, std::set<int>>& waits_on = st.waits_on;
+  std::map<int, std::string>& why = st.why;
+  std::set<int>& late_or_frozen = st.late_or_frozen;
   // Frozen processes among the members of the sites (stopped while the others waited).
   std::set<int> in_sites;
   for (const WaitSite& s : out.sites) in_sites.insert(s.members.begin(), s.members.end());
@@ -313,6 +337,19 @@ Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::s
   else if (culprits.empty())
     out.notes.push_back("every member of the collectives waited in had entered them: no rank is missing (a deadlock "
                         "among the waiters, or an engine that lost a message)");
+}
+
+}  // namespace
+
+Diagnosis diagnose_dumps(const std::vector<json>& docs, const std::vector<std::string>& names,
+                         const std::vector<json>& headers) {
+  MS_CHECK(docs.size() == names.size(), "diagnose: {} dumps but {} names", docs.size(), names.size());
+  Diagnosis out;
+  DiagnoseState st;
+  read_dumps(docs, names, headers, out, st);
+  collect_sites(out, st);
+  find_missing(out, st);
+  name_culprits(out, st);
   return out;
 }
 

@@ -89,6 +89,43 @@ struct FlowEnd {
   double ts = 0;  // inside the slice, where the arrow attaches
 };
 
+// Origin: the earliest time in the records when it is negative (Perfetto dislikes negative times).
+int64_t trace_origin(const RunRecords& run) {
+  int64_t origin = 0;
+  for (const RankRecords& r : run.ranks) {
+    for (const SpanRecord& s : r.spans) origin = std::min(origin, s.t0);
+    for (const CommRecord& c : r.comms) origin = std::min(origin, c.t0);
+    for (const RecordedStep& s : r.steps) origin = std::min(origin, s.t0);
+    for (const EventRecord& e : r.events) origin = std::min(origin, e.t);
+  }
+  return origin;
+}
+
+// Flows: each send -> its recv (an arrow between the two slices); the unmatched ones counted.
+void add_flows(const std::map<FlowKey, FlowEnd>& sends, const std::map<FlowKey, FlowEnd>& recvs, json& events,
+               TraceStats& stats) {
+  uint64_t next_id = 1;
+  for (const auto& [key, s] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end()) {
+      stats.unmatched_sends++;
+      continue;
+    }
+    const FlowEnd& f = it->second;
+    const json args = {{"src", std::get<0>(key)}, {"dst", std::get<1>(key)}, {"group", std::get<2>(key)},
+                       {"seq", std::get<3>(key)}};
+    events.push_back({{"name", "p2p"}, {"cat", "flow"}, {"ph", "s"}, {"id", next_id}, {"pid", s.pid}, {"tid", s.tid},
+                      {"ts", s.ts}, {"args", args}});
+    events.push_back({{"name", "p2p"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", next_id}, {"pid", f.pid},
+                      {"tid", f.tid}, {"ts", f.ts}, {"args", args}});
+    next_id++;
+    stats.flows++;
+  }
+  for (const auto& [key, f] : recvs)
+    if (!sends.count(key)) stats.unmatched_recvs++;
+
+}
+
 }  // namespace
 
 json merge_trace(const RunRecords& run, TraceStats* stats_out) {
@@ -97,14 +134,7 @@ json merge_trace(const RunRecords& run, TraceStats* stats_out) {
   const RankCoord shape = run.shape();
   const std::string order = run.order();
 
-  // Origin: the earliest time in the records when it is negative (Perfetto dislikes negative times).
-  int64_t origin = 0;
-  for (const RankRecords& r : run.ranks) {
-    for (const SpanRecord& s : r.spans) origin = std::min(origin, s.t0);
-    for (const CommRecord& c : r.comms) origin = std::min(origin, c.t0);
-    for (const RecordedStep& s : r.steps) origin = std::min(origin, s.t0);
-    for (const EventRecord& e : r.events) origin = std::min(origin, e.t);
-  }
+  const int64_t origin = trace_origin(run);
   auto us = [origin](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
   auto dur_us = [](int64_t t0, int64_t t1) { return static_cast<double>(t1 - t0) / 1000.0; };
   auto mid_us = [&](int64_t t0, int64_t t1) { return us(t0) + dur_us(t0, t1) / 2; };
@@ -196,26 +226,7 @@ json merge_trace(const RunRecords& run, TraceStats* stats_out) {
     }
   }
 
-  // Flows: send -> its recv.
-  uint64_t next_id = 1;
-  for (const auto& [key, s] : sends) {
-    auto it = recvs.find(key);
-    if (it == recvs.end()) {
-      stats.unmatched_sends++;
-      continue;
-    }
-    const FlowEnd& f = it->second;
-    const json args = {{"src", std::get<0>(key)}, {"dst", std::get<1>(key)}, {"group", std::get<2>(key)},
-                       {"seq", std::get<3>(key)}};
-    events.push_back({{"name", "p2p"}, {"cat", "flow"}, {"ph", "s"}, {"id", next_id}, {"pid", s.pid}, {"tid", s.tid},
-                      {"ts", s.ts}, {"args", args}});
-    events.push_back({{"name", "p2p"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", next_id}, {"pid", f.pid},
-                      {"tid", f.tid}, {"ts", f.ts}, {"args", args}});
-    next_id++;
-    stats.flows++;
-  }
-  for (const auto& [key, f] : recvs)
-    if (!sends.count(key)) stats.unmatched_recvs++;
+  add_flows(sends, recvs, events, stats);
 
   if (stats_out) *stats_out = stats;
   return {{"traceEvents", std::move(events)},
