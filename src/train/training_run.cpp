@@ -65,7 +65,9 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
   run.cfg = cfg_in;
   Config& cfg = run.cfg;
-  check_ckpt_fault_env();   // a malformed MEGASCALE_CKPT_FAULT is an error here, not on the copier thread
+  // A malformed ckpt: entry of MEGASCALE_FAULT (or the retired MEGASCALE_CKPT_FAULT) fails here,
+  // not later on the copier thread.
+  check_ckpt_fault_env();
   run.env = CommEnv::from_environment();
   CommEnv& env = run.env;
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
