@@ -33,8 +33,7 @@ MS_CONFIG_ENUM(PipelineScheduleKind, {PipelineScheduleKind::k1F1B, "1f1b"}, {Pip
   X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
   X(float, bucket_mb, 4.0f, "gradient bucket size in MiB (reduce-scatter / all-gather granularity)") \
   X(bool, overlap, true, "overlap reduce-scatters with backward and all-gathers with the next step (false: after backward / before forward, for comparison)") \
-  X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")            \
-  X(bool, trace, false, "write a per-rank Chrome trace (out_dir/trace_rank<r>.json) of compute and communication")
+  X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")
 
 struct ParallelConfig {
   MS_PARALLEL_FIELDS(MS_DECLARE_FIELD)

@@ -1,7 +1,7 @@
 // trace_sink: the one process-wide sink of timed records that the layers above all write into:
 // communication ops (comm: every collective and send/recv, always on) and compute spans (train,
-// parallel: forward, backward, optimizer, waits; on only when a trace is wanted). Readers (the
-// Chrome trace writer, the hang dump) take snapshots.
+// parallel: forward, backward, optimizer, waits; on with obs.records). Readers take snapshots (the
+// hang dump) or stream the records (the record files, obs/run_recorder.h).
 // Guarantees:
 //  - Each track is a bounded ring of the last `capacity` records, so a flood of compute spans never
 //    evicts the collectives needed to analyse a hang; once a ring is full, recording allocates

@@ -2,7 +2,6 @@
 #include "train/run_finish.h"
 
 #include <algorithm>  // std::copy
-#include <filesystem>
 
 #include <fmt/format.h>  // fmt::format
 
@@ -10,7 +9,6 @@
 #include "ckpt/ckpt_comm.h"     // any_rank
 #include "data/tokenizer.h"     // Gpt2Tokenizer
 #include "model/hf_export.h"    // export_hf
-#include "obs/timeline.h"       // write_chrome_trace
 #include "train/evaluation.h"   // eval_loss
 #include "train/run_loop.h"     // report_saves
 #include "train/sampling.h"     // sample_text
@@ -69,7 +67,6 @@ void log_sample(TrainingRun& run, const std::vector<float>& whole, const std::st
 }  // namespace
 
 float finish_run(TrainingRun& run, const LoopEnd& end, const std::string& tokenizer_dir) {
-  namespace fs = std::filesystem;
   const Config& cfg = run.cfg;
   RunLog& log = *run.log;
   float last = end.last;
@@ -91,12 +88,6 @@ float finish_run(TrainingRun& run, const LoopEnd& end, const std::string& tokeni
                                   run.train->samples_read(),
                                   static_cast<uint64_t>(cfg.train.batch_size) * cfg.train.grad_accum * run.dp));
   if (cfg.parallel.pp > 1 && cfg.train.steps > 1) log_pipeline_summary(run, end);
-  if (cfg.parallel.trace) {
-    fs::create_directories(run.out_dir());
-    const std::string path = fmt::format("{}/trace_rank{}.json", run.out_dir(), run.rank);
-    write_chrome_trace(path, run.rank);
-    log.message("trace", "wrote " + path + " (Chrome trace / Perfetto; one per rank)");
-  }
   // The export: rank 0's own parameters when the model is whole, else the whole model assembled
   // over the first data-parallel replica's TP and PP groups (only they take part).
   const bool split = cfg.parallel.tp > 1 || cfg.parallel.pp > 1;

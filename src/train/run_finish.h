@@ -2,8 +2,8 @@
 // validation of a run resumed at its last step, the final checkpoint save waited for (an error with
 // checkpoint.on_failure = stop), the parameters completed, the loader's and the pipeline's summary
 // (each stage's idle fraction against the schedule's closed-form bubble, gathered over the pipeline
-// group), the Chrome trace (parallel.trace), the Hugging Face export on rank 0 (the whole model
-// assembled over the first replica's TP and PP groups when it is split) and a text sample.
+// group), the Hugging Face export on rank 0 (the whole model assembled over the first replica's TP
+// and PP groups when it is split) and a text sample.
 // Collective over the whole job.
 #pragma once
 #include <string>

@@ -2,7 +2,6 @@
 #include "train/run_loop.h"
 
 #include <cmath>  // NAN
-#include <filesystem>
 
 #include <fmt/format.h>  // fmt::format
 
@@ -10,28 +9,24 @@
 #include "base/log.h"            // logger
 #include "ckpt/ckpt_comm.h"      // any_rank
 #include "comm/communicator.h"   // CommError
-#include "obs/run_recorder.h"    // record_event
-#include "obs/timeline.h"        // write_comm_trace
+#include "obs/run_recorder.h"    // record_event, flush_active_recorder
 #include "train/evaluation.h"    // eval_loss
 
 namespace ms {
 
 namespace {
 // One trainer step; a communication failure is the hang watch's (does not return under
-// obs.watchdog), else this rank's last collectives are written for the hang analysis.
+// obs.watchdog), else the error names where this rank's last collectives are: its record file
+// (obs.records), flushed now (op, group, seq, peer, times, outcome; `megascale trace` merges them).
 StepStats step_or_report(TrainingRun& run) {
-  namespace fs = std::filesystem;
   try {
     return run.trainer->train_step([&run](int* in, int* tg) { run.train->next_batch(in, tg); });
   } catch (const CommError& e) {
     run.hang_watch->comm_failure(e.what());  // with obs.watchdog: dump and exit 86, does not return
-    // Hang analysis: this rank's last collectives (op, group, seq, peer, times, outcome).
-    const std::string path = fmt::format("{}/comm_trace_rank{}.json", run.out_dir(), run.rank);
-    try {
-      fs::create_directories(run.out_dir());
-      write_comm_trace(path);
-      logger().error("rank {}: communication trace written to {}", run.rank, path);
-    } catch (const std::exception&) {
+    if (run.cfg.obs.records) {
+      flush_active_recorder();
+      logger().error("rank {}: its last communication ops are in {}/records/rank-{:05d}.jsonl", run.rank,
+                     run.out_dir(), run.rank);
     }
     throw;
   }

@@ -41,7 +41,7 @@ RunObserver::RunObserver(const Config& cfg, RankGrid* grid) : cfg_(cfg), grid_(g
   rank_ = id.rank;
   set_rank_identity(id);
   init_faults(rank_);
-  TraceSink::get().set_enabled(TraceTrack::kCompute, cfg.parallel.trace || cfg.obs.records);
+  TraceSink::get().set_enabled(TraceTrack::kCompute, cfg.obs.records);
   if (cfg.obs.records)
     recorder_ = std::make_unique<RunRecorder>(fmt::format("{}/records/rank-{:05d}.jsonl", cfg.train.out_dir, rank_),
                                               cfg.obs.flush_ms);

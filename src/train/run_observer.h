@@ -19,7 +19,7 @@ namespace ms {
 class RunObserver {
  public:
   // Collective (clock alignment): after the rank grid exists (grid = nullptr: one process).
-  // Turns the compute track on (obs.records or parallel.trace) and opens the record file.
+  // Turns the compute track on (obs.records) and opens the record file.
   RunObserver(const Config& cfg, RankGrid* grid);
   ~RunObserver();
 

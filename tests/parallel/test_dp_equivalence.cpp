@@ -13,7 +13,7 @@
 // the launchers (arguments and environment passed through without changing the run: bit-identical,
 // and no ZeRO-2 line in the log). ZeRO-2's own code at dp = 1 is checked in-process against the
 // single-process optimizer by test_zero_dp1.
-// Also: overlap on and off give bit-identical weights (only timing differs), the trace shows every
+// Also: overlap on and off give bit-identical weights (only timing differs), the records show every
 // reduce-scatter enqueued (start_reduce_scatter called) inside a backward span with overlap on and
 // none with overlap off, and bad layouts fail by name.
 #include <gtest/gtest.h>
@@ -23,13 +23,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/layout_runs.h"
 #include "common/test_util.h"
+#include "obs/record_reader.h"
 
 using namespace ms;
 using ms::testing::run_cmd;
@@ -105,30 +105,29 @@ TEST_F(DpEquivalence, Bf16FollowsSingleProcess) {
   EXPECT_EQ(losses("ref_bf16")[0], losses("gloo_bf16_2")[0]) << "step 1 runs on identical weights";
 }
 
-// Reduce-scatters and backward, read from the trace of rank 1: the enqueue time of each
-// reduce-scatter (when ZeroDataParallel called start_reduce_scatter: args.queued_us before its
-// start, ts) against the backward spans of the compute thread. With overlap on, the grad-ready
-// hook enqueues every bucket from inside backward (model_.backward() runs the hook), so all of them
-// are enqueued inside a backward span, whenever the communication thread gets to start them; with
-// overlap off, all are enqueued after backward (finish_grad_reduce_scatter), none inside.
+// Reduce-scatters and backward, read from the record file of rank 1 (obs.records, on by default:
+// obs/record_reader.h): the enqueue time of each reduce-scatter (tq: when ZeroDataParallel called
+// start_reduce_scatter) against the backward spans. With overlap on, the grad-ready hook enqueues
+// every bucket from inside backward (model_.backward() runs the hook), so all of them are enqueued
+// inside a backward span, whenever the communication thread gets to start them; with overlap off,
+// all are enqueued after backward (finish_grad_reduce_scatter), none inside.
 struct RsEnqueues {
   size_t total = 0, inside_backward = 0, backward_spans = 0;
 };
-RsEnqueues rs_enqueues(const std::string& trace_path) {
-  auto trace = nlohmann::json::parse(ms::testing::slurp(trace_path));
-  std::vector<std::pair<double, double>> backward;
-  std::vector<double> enq;
-  for (const auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    const std::string name = e["name"];
-    const double ts = e["ts"], dur = e["dur"];
-    if (name.rfind("backward", 0) == 0) backward.push_back({ts, ts + dur});
-    if (name.rfind("reduce_scatter", 0) == 0) enq.push_back(ts - e["args"]["queued_us"].get<double>());
-  }
+RsEnqueues rs_enqueues(const std::string& run_dir, int rank) {
+  const ms::RunRecords run = ms::read_run_records(run_dir);
+  const ms::RankRecords* rec = run.find(rank);
+  if (!rec) throw std::runtime_error("no record file of rank " + std::to_string(rank) + " in " + run_dir);
+  std::vector<std::pair<int64_t, int64_t>> backward;
+  std::vector<int64_t> enq;
+  for (const ms::SpanRecord& s : rec->spans)
+    if (s.name.rfind("backward", 0) == 0) backward.push_back({s.t0, s.t1});
+  for (const ms::CommRecord& c : rec->comms)
+    if (c.op.rfind("reduce_scatter", 0) == 0) enq.push_back(c.tq);
   RsEnqueues r;
   r.total = enq.size();
   r.backward_spans = backward.size();
-  for (double q : enq)
+  for (int64_t q : enq)
     for (auto [b, e] : backward)
       if (q >= b && q <= e) {
         r.inside_backward++;
@@ -137,14 +136,14 @@ RsEnqueues rs_enqueues(const std::string& trace_path) {
   return r;
 }
 
-TEST_F(DpEquivalence, OverlapOffIsBitIdenticalAndTraceShowsOverlap) {
+TEST_F(DpEquivalence, OverlapOffIsBitIdenticalAndRecordsShowOverlap) {
   const std::string out = train(bin() + " launch --nproc 2 --", "overlap_on",
-                                "--parallel.trace=true --parallel.overlap=true");
-  train(bin() + " launch --nproc 2 --", "overlap_off", "--parallel.trace=true --parallel.overlap=false");
+                                "--obs.records=true --parallel.overlap=true");
+  train(bin() + " launch --nproc 2 --", "overlap_off", "--obs.records=true --parallel.overlap=false");
   expect_same_run("overlap_on", "overlap_off", /*bit_exact=*/true);
   EXPECT_NE(out.find("comm"), std::string::npos) << "no exposed-communication figure in the step lines:\n" << out;
-  const RsEnqueues on = rs_enqueues(g_dir + "/overlap_on/trace_rank1.json");
-  const RsEnqueues off = rs_enqueues(g_dir + "/overlap_off/trace_rank1.json");
+  const RsEnqueues on = rs_enqueues(g_dir + "/overlap_on", 1);
+  const RsEnqueues off = rs_enqueues(g_dir + "/overlap_off", 1);
   std::printf("reduce-scatters enqueued inside backward: overlap on %zu of %zu, off %zu of %zu\n", on.inside_backward,
               on.total, off.inside_backward, off.total);
   ASSERT_GT(on.backward_spans, 0u);

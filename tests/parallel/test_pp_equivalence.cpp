@@ -4,7 +4,7 @@
 // (2x1x2, 1x2x2, 2x2x2); per-step losses within 1e-5 relative and final weights (the exported whole
 // model, gathered over the pipeline) within 3e-5 relative L2. test_slow_pp_equivalence runs every
 // block x attention x optimizer variant on every layout and both engines.
-// The 2x2x2 run's trace shows the schedule's spans and its pipeline sends/receives, some in flight
+// The 2x2x2 run's records show the schedule's spans and its pipeline sends/receives, some in flight
 // during computation. Also: a stage whose neighbour dies mid-step ends with a named error within parallel.timeout_s.
 #include <gtest/gtest.h>
 
@@ -12,11 +12,10 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/layout_runs.h"
 #include "common/processes.h"
 #include "common/test_util.h"
+#include "obs/record_reader.h"
 #include "parallel/pp_runs.h"
 
 using namespace ms::testing;
@@ -53,7 +52,7 @@ TEST_F(PpEquivalence, ComposedWithDataAndTensorParallelism) {
   expect_follows("ref_par", "mpi_dp2pp2");
   g->train(launch(4), "gloo_tp2pp2_int", v + pp_layout(1, 2, 2, true));
   expect_follows("ref_par", "gloo_tp2pp2_int");
-  const std::string out8 = g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true) + " --parallel.trace=true");
+  const std::string out8 = g->train(launch(8), "gloo_2x2x2", v + pp_layout(2, 2, 2, true) + " --obs.records=true");
   expect_follows("ref_par", "gloo_2x2x2");
   // One loader for the machine's 8 ranks: 6 steps x 8 sequences read once (plus at most the 4
   // micro-batches of 2 x 2 it reads ahead), where one loader per rank that uses tokens (both tp
@@ -63,28 +62,33 @@ TEST_F(PpEquivalence, ComposedWithDataAndTensorParallelism) {
   const long read = std::stol(out8.substr(at + 27));
   EXPECT_GE(read, 6 * 8);
   EXPECT_LE(read, 6 * 8 + 4 * 4);
-  // Rank 0's trace (stage 0 of 2, chunks 0 and 1 = global chunks 0 and 2; 2 micro-batches per step):
-  // the schedule's spans, and its sends and receives on the pp group, some of them in flight while
-  // the stage computes (decoupled: posted, then waited on later).
-  const auto trace = nlohmann::json::parse(slurp(g->dir() + "/gloo_2x2x2/trace_rank0.json"));
-  std::vector<std::pair<double, double>> compute, p2p;
+  // Rank 0's record file (obs.records, obs/record_reader.h; stage 0 of 2, chunks 0 and 1 = global
+  // chunks 0 and 2; 2 micro-batches per step): the schedule's spans, and its sends and receives on
+  // the pp group, some of them in flight while the stage computes (decoupled: posted, then waited
+  // on later).
+  const ms::RunRecords run = ms::read_run_records(g->dir() + "/gloo_2x2x2");
+  const ms::RankRecords* rec = run.find(0);
+  ASSERT_NE(rec, nullptr) << "no record file of rank 0 in " << run.records_dir;
+  std::vector<std::pair<int64_t, int64_t>> compute, p2p;
   size_t fwd = 0, bwd = 0, sends = 0, recvs = 0;
-  for (const auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    const std::string name = e["name"];
-    const double ts = e["ts"], end = ts + e["dur"].get<double>();
-    if (name.rfind("forward ", 0) == 0) fwd++, compute.push_back({ts, end});
-    if (name.rfind("backward ", 0) == 0) bwd++, compute.push_back({ts, end});
-    const bool send = name.rfind("send pp[", 0) == 0, recv = name.rfind("recv pp[", 0) == 0;
-    if (send || recv) sends += send, recvs += recv, p2p.push_back({ts, end});
+  for (const ms::SpanRecord& s : rec->spans) {
+    if (s.name.rfind("forward ", 0) == 0) fwd++, compute.push_back({s.t0, s.t1});
+    if (s.name.rfind("backward ", 0) == 0) bwd++, compute.push_back({s.t0, s.t1});
+  }
+  for (const ms::CommRecord& c : rec->comms) {
+    if (c.group.rfind("pp[", 0) != 0) continue;
+    const bool send = c.op == "send", recv = c.op == "recv";
+    if (send || recv) sends += send, recvs += recv, p2p.push_back({c.t0, c.t1});
   }
   EXPECT_EQ(fwd, 6u * 4) << "6 steps x 2 micro-batches x 2 chunks";
   EXPECT_EQ(bwd, 6u * 4);
   // Per step: activations of chunks 0 and 2 to stage 1 (4), the gradient of chunk 2 (2); receives:
   // the activation into chunk 2 (2), gradients into chunks 0 and 2 (4). Then the validation after
-  // the last step, forward only over 2 micro-batches: 4 activation sends, 2 receives.
+  // the last step, forward only over 2 micro-batches: 4 activation sends, 2 receives. Then the
+  // export gathers the whole model onto rank 0: 1 receive of stage 1's parameters (the records
+  // hold the run to its end).
   EXPECT_EQ(sends, 6u * 6 + 4);
-  EXPECT_EQ(recvs, 6u * 6 + 2);
+  EXPECT_EQ(recvs, 6u * 6 + 2 + 1);
   size_t overlapping = 0;
   for (const auto& [a, b] : p2p)
     for (const auto& [c, d] : compute)

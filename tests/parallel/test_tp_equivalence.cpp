@@ -3,7 +3,7 @@
 // global batch (tp_runs.h). One variant per layout here; test_slow_tp_equivalence runs every
 // block x attention x optimizer variant on every layout and both engines.
 // Also: tp_chunks 1 vs 4 (same tolerance; whether they are bit-identical is printed), sequence
-// parallelism off, bf16, the collective counts per layer read from the communication trace, the
+// parallelism off, bf16, the collective counts per layer read from rank 0's record file, the
 // exported model after a tp = 2 run (the whole model: PyTorch loads it and computes our loss), and
 // layouts the model cannot split, rejected by name before training.
 #include <gtest/gtest.h>
@@ -12,11 +12,11 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "base/rng.h"
 #include "base/safetensors.h"
@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "model/gpt.h"
 #include "model/hf_export.h"
+#include "obs/record_reader.h"
 #include "parallel/tp_runs.h"
 
 using namespace ms;
@@ -94,27 +95,27 @@ TEST_F(TpEquivalence, Bf16FollowsSingleProcess) {
   g->expect_same_run("ref_bf16", "tp2_bf16", 6, 5e-4, 2e-2, -1);
 }
 
-// Collectives of the TP group enqueued inside the forward / backward spans of rank 0's trace
-// (one step of one micro-batch). Per micro-batch: every layer's regions (parallel block: 1
-// all-gather + 1 reduce-scatter; sequential: 2 + 2) plus the embedding (forward: reduce-scatter,
-// backward: all-gather) and the LM head (forward: all-gather, backward: reduce-scatter); each
-// cut into tp_chunks collectives.
+// Collectives of the TP group enqueued (tq) inside the forward / backward spans of rank 0's record
+// file (obs.records, obs/record_reader.h; one step of one micro-batch). Per micro-batch: every
+// layer's regions (parallel block: 1 all-gather + 1 reduce-scatter; sequential: 2 + 2) plus the
+// embedding (forward: reduce-scatter, backward: all-gather) and the LM head (forward: all-gather,
+// backward: reduce-scatter); each cut into tp_chunks collectives.
 struct TpCounts {
   int fwd_ag = 0, fwd_rs = 0, bwd_ag = 0, bwd_rs = 0;
 };
-TpCounts tp_counts(const std::string& trace_path) {
-  auto trace = nlohmann::json::parse(slurp(trace_path));
-  std::vector<std::pair<double, double>> fwd, bwd;
-  std::vector<std::pair<std::string, double>> ops;
-  for (const auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    const std::string name = e["name"];
-    const double ts = e["ts"], dur = e["dur"];
-    if (name.rfind("forward", 0) == 0) fwd.push_back({ts, ts + dur});
-    if (name.rfind("backward", 0) == 0) bwd.push_back({ts, ts + dur});
-    if (name.find(" tp[") != std::string::npos) ops.push_back({name.substr(0, name.find(' ')), ts - e["args"]["queued_us"].get<double>()});
+TpCounts tp_counts(const std::string& run_dir, int rank) {
+  const RunRecords run = read_run_records(run_dir);
+  const RankRecords* rec = run.find(rank);
+  if (!rec) throw std::runtime_error(fmt::format("no record file of rank {} in {}", rank, run_dir));
+  std::vector<std::pair<int64_t, int64_t>> fwd, bwd;
+  std::vector<std::pair<std::string, int64_t>> ops;
+  for (const SpanRecord& s : rec->spans) {
+    if (s.name.rfind("forward", 0) == 0) fwd.push_back({s.t0, s.t1});
+    if (s.name.rfind("backward", 0) == 0) bwd.push_back({s.t0, s.t1});
   }
-  auto inside = [](double t, const std::vector<std::pair<double, double>>& spans) {
+  for (const CommRecord& c : rec->comms)
+    if (c.group.rfind("tp[", 0) == 0) ops.push_back({c.op, c.tq});
+  auto inside = [](int64_t t, const std::vector<std::pair<int64_t, int64_t>>& spans) {
     for (auto [b, e] : spans)
       if (t >= b && t <= e) return true;
     return false;
@@ -128,15 +129,15 @@ TpCounts tp_counts(const std::string& trace_path) {
   return c;
 }
 
-TEST_F(TpEquivalence, CollectiveCountsPerLayerFromTheTrace) {
+TEST_F(TpEquivalence, CollectiveCountsPerLayerFromTheRecords) {
   struct Case { std::string block; int layers, chunks, per_layer; };
   for (const Case& k : {Case{"parallel", 2, 1, 1}, Case{"parallel", 3, 1, 1}, Case{"sequential", 2, 1, 2},
                         Case{"parallel", 2, 2, 1}}) {
     const std::string name = fmt::format("count_{}_{}_{}", k.block, k.layers, k.chunks);
     g->train(launch(2), name, fmt::format("--model.block={} --model.n_layer={} --parallel.tp=2 --parallel.tp_chunks={} "
-                                          "--train.steps=1 --train.global_batch=2 --parallel.trace=true",
+                                          "--train.steps=1 --train.global_batch=2 --obs.records=true",
                                           k.block, k.layers, k.chunks));
-    const TpCounts c = tp_counts(g->dir() + "/" + name + "/trace_rank0.json");
+    const TpCounts c = tp_counts(g->dir() + "/" + name, 0);
     const int want = k.chunks * (k.layers * k.per_layer + 1);
     std::printf("%s: forward %d AG + %d RS, backward %d AG + %d RS (expected %d each)\n", name.c_str(), c.fwd_ag,
                 c.fwd_rs, c.bwd_ag, c.bwd_rs, want);

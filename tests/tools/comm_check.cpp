@@ -6,7 +6,8 @@
 //                     send/recv; then the groups of a RankGrid (--grid order:tp,dp,pp)
 //   --mode allreduce  one all_reduce (rendezvous tests)
 //   --mode fault      all_reduce in a loop; rank --victim SIGKILLs or SIGSTOPs itself (--fault) at
-//                     iteration --at; the others must end in a CommError
+//                     iteration --at; the others must end in a CommError (--records-dir: each rank
+//                     also writes its record file, whose comm lines must show the failure)
 //   --mode latency    not a check: rank 0 prints the mean time of all_reduce and barrier
 //   --mode cross      two groups with the same members (two sub-groups, then the world and a
 //                     sub-group); even ranks start a collective on the first and then on the second,
@@ -25,18 +26,21 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>  // std::iota
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "base/bf16.h"
 #include "comm/comm_env.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
-#include "obs/timeline.h"
+#include "obs/rank_identity.h"
+#include "obs/run_recorder.h"
 #include "obs/trace_sink.h"
 #include "comm/rank_grid.h"
 
@@ -454,7 +458,7 @@ int check_concurrent(Communicator& world, int groups, int rounds) {
   return 0;
 }
 
-int run_fault(Communicator& c, int victim, const std::string& fault, int at, const std::string& trace_out) {
+int run_fault(Communicator& c, int victim, const std::string& fault, int at) {
   using Clock = std::chrono::steady_clock;
   const int me = c.world_ranks()[c.rank()];
   auto last_ok = Clock::now();
@@ -477,7 +481,6 @@ int run_fault(Communicator& c, int victim, const std::string& fault, int at, con
       } catch (const CommError& e2) {
         fmt::print("LATER_ERROR: {}\n", e2.what());
       }
-      if (!trace_out.empty()) write_comm_trace(trace_out);
       std::fflush(stdout);
       return 3;
     }
@@ -491,7 +494,7 @@ int run_fault(Communicator& c, int victim, const std::string& fault, int at, con
 
 int main(int argc, char** argv) {
   CLI::App app{"comm_check: one rank of a communication test"};
-  std::string mode = "ops", grid, fault = "kill", trace_out, pid_dir;
+  std::string mode = "ops", grid, fault = "kill", records_dir, pid_dir;
   int timeout_ms = 20000, victim = -1, at = 20, rounds = 30, groups = 4;
   size_t trace_capacity = 4096;
   app.add_option("--mode", mode)->check(CLI::IsMember({"ops", "allreduce", "fault", "latency", "cross", "concurrent"}));
@@ -500,7 +503,8 @@ int main(int argc, char** argv) {
   app.add_option("--victim", victim);
   app.add_option("--fault", fault)->check(CLI::IsMember({"kill", "stop"}));
   app.add_option("--at", at);
-  app.add_option("--trace-out", trace_out, "write the comm trace here (fault mode, on error)");
+  app.add_option("--records-dir", records_dir,
+                 "write this rank's record file (obs/run_recorder.h) to <dir>/records/rank-RRRRR.jsonl (fault mode)");
   app.add_option("--trace-capacity", trace_capacity);
   app.add_option("--pid-dir", pid_dir, "write <dir>/pid.<rank>");
   app.add_option("--rounds", rounds, "rounds per group (cross, concurrent)");
@@ -513,7 +517,6 @@ int main(int argc, char** argv) {
     auto world = init_world(env);
     const int me = world->rank();
     if (!pid_dir.empty()) std::ofstream(pid_dir + "/pid." + std::to_string(me)) << getpid() << "\n";
-    if (!trace_out.empty()) trace_out += "." + std::to_string(me);
     if (mode == "allreduce") {
       check_all_reduce(*world, DType::kF32, ReduceOp::kSum, 1001);
     } else if (mode == "latency") {  // not a test: mean time per op, printed by rank 0
@@ -531,7 +534,19 @@ int main(int argc, char** argv) {
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       if (me == 0) fmt::print("barrier: {:.1f} us\n", us / 200);
     } else if (mode == "fault") {
-      return run_fault(*world, victim, fault, at, trace_out);
+      // The record file holds every op of the trace sink's communication ring, failures included; the
+      // recorder writes what is left when it goes (run_fault returns).
+      std::unique_ptr<RunRecorder> recorder;
+      if (!records_dir.empty()) {
+        RankIdentity id;
+        id.rank = me, id.world = world->size(), id.dp = me, id.dp_size = world->size();
+        id.pid = static_cast<int>(getpid());
+        id.backend = world->backend();
+        id.groups[world->name()] = world->world_ranks();
+        set_rank_identity(id);
+        recorder = std::make_unique<RunRecorder>(fmt::format("{}/records/rank-{:05d}.jsonl", records_dir, me), 100);
+      }
+      return run_fault(*world, victim, fault, at);
     } else if (mode == "cross") {
       check_cross_order(*world, rounds);
     } else if (mode == "concurrent") {
