@@ -22,8 +22,8 @@ void LocalParamState::finish_grad_reduce() {
   if (combine_) combine_(model_.grads());
 }
 
-void LocalParamState::set_grad_combine(size_t hi, std::function<void(float* grads)> combine) {
-  combine_hi_ = hi;
+void LocalParamState::set_grad_combine(size_t, std::function<void(float* grads)> combine) {
+  // The whole buffer is combined after the last backward: no bucket waits on [0, hi).
   combine_ = std::move(combine);
 }
 

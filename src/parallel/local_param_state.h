@@ -45,7 +45,6 @@ class LocalParamState final : public ParamState {
   GPT& model_;
   Optimizer optimizer_;
   bool grads_zeroed_ = false;  // the last update left the gradient buffer zero (fused in its pass)
-  size_t combine_hi_ = 0;
   std::function<void(float*)> combine_;
 };
 

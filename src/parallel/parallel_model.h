@@ -76,6 +76,7 @@ class ParallelModel {
   const GPT& chunk(int c) const { return *chunks_[c].model; }
   ParamState& param_state(int c) { return *chunks_[c].state; }
   int pipeline_stage() const { return stage_; }
+  const Config& config() const { return cfg_; }
   int data_parallel_size() const { return dp_size_; }
   int steps_taken() const { return chunks_[0].state->steps_taken(); }
   // Parameters complete on this rank (waits for in-flight all-gathers): before export or reading

@@ -12,7 +12,7 @@ namespace ms {
 
 Trainer::Trainer(const Config& cfg, Communicator* dp, Communicator* tp, Communicator* pp, Communicator* embedding,
                  bool init_weights)
-    : cfg_(cfg), model_(std::make_unique<ParallelModel>(cfg, dp, tp, pp, embedding, init_weights)),
+    : model_(std::make_unique<ParallelModel>(cfg, dp, tp, pp, embedding, init_weights)),
       schedule_{cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps,
                 cfg.optim.decay_steps > 0 ? cfg.optim.decay_steps : cfg.train.steps} {}
 
@@ -20,7 +20,8 @@ Trainer::~Trainer() = default;
 
 StepStats Trainer::train_step(const MicroBatches& next_micro_batch) {
   const Stopwatch watch;
-  const int B = cfg_.train.batch_size, T = cfg_.train.seq_len, A = cfg_.train.grad_accum;
+  const Config& cfg = model_->config();
+  const int B = cfg.train.batch_size, T = cfg.train.seq_len, A = cfg.train.grad_accum;
   const int N = B * T, replicas = model_->data_parallel_size();
   // Every row counts equally in the step: dloss = 1 / (rows with a target in the whole step,
   // over all data-parallel ranks). Rows are never ignored by the loaders, so that is N * A * dp.
@@ -44,7 +45,7 @@ StepStats Trainer::train_step(const MicroBatches& next_micro_batch) {
   MS_CHECK(std::isfinite(norm) && std::isfinite(s.loss),
            "step {}: loss {} / gradient norm {} is not finite; stopping before the update (nothing is exported)",
            s.step, s.loss, norm);
-  const float scale = clip_scale(norm, cfg_.optim.grad_clip);
+  const float scale = clip_scale(norm, cfg.optim.grad_clip);
   s.lr = schedule_.at(s.step - 1);
   if (before_update_) before_update_();
   model_->update(s.lr, scale);

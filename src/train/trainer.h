@@ -54,15 +54,14 @@ class Trainer {
 
   ParallelModel& parallel() { return *model_; }
   GPT& model() { return model_->chunk(0); }  // chunk 0: the whole model when pp == 1
-  const Config& config() const { return cfg_; }
+  const Config& config() const { return model_->config(); }
   int steps_taken() const { return model_->steps_taken(); }
   // Runs right before every optimizer update, the only place the state changes (a checkpoint's
   // stage-1 copy, made beside the step's forward and backward, finishes there).
   void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
 
  private:
-  Config cfg_;
-  std::unique_ptr<ParallelModel> model_;
+  std::unique_ptr<ParallelModel> model_;  // holds the config
   LrSchedule schedule_;
   std::function<void()> before_update_;
 };
