@@ -2,8 +2,12 @@
 // CPU ones: the same names and arguments as matmul.h, gemm_bf16.h, layernorm.h, gelu.h,
 // cross_entropy.h, bf16_convert.h and attention.h, in namespace ms::cuda, with every pointer a DEVICE pointer
 // and a last argument, the stream the work is enqueued on (asynchronous: nothing here waits for
-// the device unless it says so). Plus the embedding's forward/backward and the AdamW update,
-// which have no kernel header on the CPU side yet (the model and optim hold those loops).
+// the device unless it says so); vocab_parallel_cross_entropy.h's three phases likewise. Plus the
+// embedding entries (backend.h's lookup / position add / backward, and the whole forward/backward),
+// fill and scale, and the optimizer's arithmetic (optim/adamw.h, optim/lamb.h, the double sum of
+// squares of optim/grad_norm.h), which have no kernel header on the CPU side (the model and optim
+// hold those loops; backend_cuda.cpp and optim_kernels_cuda.cpp put them behind backend.h and
+// optim_kernels.h).
 // Built only with MEGASCALE_WITH_CUDA; tests/kernels/test_cuda_kernels.cpp checks every entry
 // against its CPU kernel.
 // Guarantees:
@@ -11,11 +15,12 @@
 //    GEMMs have fp32 accumulation and fp32 output; the bias is a cuBLASLt epilogue. One plan
 //    (descriptors + the heuristic's first algorithm) is cached per shape, one 32 MiB workspace:
 //    the same shape always runs the same algorithm, so results repeat bit for bit.
-//  - No atomics anywhere: every reduction (bias, LayerNorm weight, embedding gradients, loss) has
-//    a fixed order, so the same inputs give the same bits on every run.
+//  - No atomics anywhere: every reduction (bias, LayerNorm weight, embedding gradients, loss, sums
+//    of squares) has a fixed order, so the same inputs give the same bits on every run.
 //  - Elementwise arithmetic is compiled without fma contraction (--fmad=false), like the CPU.
-//  - Scratch (the column-sum partials, the GEMM workspace) is device memory grown on first use and
-//    kept: no device allocation after warm-up (base/device.h counts them).
+//  - Scratch (the column-sum partials, the GEMM workspace, the sum-of-squares partials) is device
+//    memory grown on first use and kept: no device allocation after warm-up (base/device.h counts
+//    them).
 //  - Errors: every CUDA / cuBLASLt call is checked and throws ms::Error naming file:line and the
 //    call. Token ids are NOT validated here (they are on the device): callers validate on the host
 //    first, as the CPU kernels do; an id outside its range gives a NaN loss / is skipped, never an
@@ -65,9 +70,27 @@ void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const
 void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
                                                  const int* targets, int N, int V, int Vp, float dloss, Stream s);
 
-// ---- elementwise.cu: bf16 conversion (exact RNE, as base/bf16.h, NaN kept quiet) and AdamW ----
+// ---- vocab_cross_entropy.cu: vocab_parallel_cross_entropy.h's phases, one block per row ----
+// Same arguments and results (targets NOT validated: the caller checks them on the host); the
+// sum of exp is a float per thread added in double over a fixed tree (deterministic).
+void vocab_shard_row_max(float* row_max, const float* logits, const int* targets, int N, int V, int Vl, int v0,
+                         Stream s);
+void vocab_shard_sum_exp(float* sums, const float* logits, const float* row_max, const int* targets, int N, int V,
+                         int Vl, int v0, Stream s);
+// dlogits (N, Vl) may alias logits; with dloss == 0 only the losses are written (as the CPU).
+void vocab_shard_loss_grad(float* losses, float* dlogits, const float* logits, const float* row_max,
+                           const float* sums, const int* targets, int N, int V, int Vl, int v0, float dloss,
+                           Stream s);
+void vocab_shard_loss_grad_bf16(float* losses, bf16_t* dlogits, const float* logits, const float* row_max,
+                                const float* sums, const int* targets, int N, int V, int Vl, int v0, float dloss,
+                                Stream s);
+
+// ---- elementwise.cu: bf16 conversion (exact RNE, as base/bf16.h, NaN kept quiet), fill, scale, AdamW ----
 void f32_to_bf16(bf16_t* out, const float* in, size_t n, Stream s);
 void bf16_to_f32(float* out, const bf16_t* in, size_t n, Stream s);
+// x[i] = value; x[i] *= s_ (nothing when s_ == 1, as optim/grad_norm.h's scale_inplace).
+void fill(float* x, size_t n, float value, Stream s);
+void scale(float* x, size_t n, float s_, Stream s);
 // optim/adamw.h's update for ONE tensor of n elements (decay: weight decay applies), with the same
 // scalars formed on the host in double as the CPU does; grad_scale, bf16_out (may be nullptr) and
 // zero_grads as there. The arithmetic is the CPU's, step by step (explicit fmaf where it has fma).
@@ -83,6 +106,17 @@ void embedding_forward(float* out, const int* ids, const float* wte, const float
 // in ascending row order (the CPU model's order: the same bits). No atomics.
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* ids, int B, int T,
                         int C, int V, Stream s);
+// backend.h's forms. Rows [lo, hi) of out (., C) = wte[ids[i] - v0] (wte holds rows [v0, v1)) when
+// v0 <= ids[i] < v1, else zeros.
+void embedding_lookup(float* out, const int* ids, const float* wte, int lo, int hi, int C, int v0, int v1,
+                      Stream s);
+// out (n, C) += wpe[(row0 + i) % T] for row i.
+void add_position_embedding(float* out, const float* wpe, int n, int C, int T, int row0, Stream s);
+// dwpe[(row0 + i) % T] += d_local[i] for i < n; dwte[ids[i] - v0] += d_full[i] for i < N with
+// v0 <= ids[i] < v1; every element summed in ascending row order (the CPU's bits). Either
+// gradient may be nullptr (skipped).
+void embedding_backward_rows(float* dwte, float* dwpe, const float* d_full, const float* d_local, const int* ids,
+                             int N, int n, int C, int T, int row0, int v0, int v1, Stream s);
 
 // ---- attention.cu: as attention.h (same layouts, band, lse; dqkv OVERWRITTEN) ----
 // FlashAttention-2 style: 64x64 tiles, online softmax, key tiles outside the sliding window never
@@ -96,5 +130,20 @@ void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int
                             Stream s);
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                              int B, int T, int C, int NH, int window, Stream s);
+
+// ---- optim.cu: optim/lamb.h for ONE tensor, and sums of squares (double, deterministic) ----
+// Phase 1: m, v as adamw_update's moments; update = r = (m/bc1) / (sqrt(v)/sqrt(bc2) + eps)
+// (+ weight_decay * p when decay and weight_decay != 0; bc = 1 without bias_correction), in
+// lamb.cpp's float operation order (fmaf where it has std::fma). Writes (not adds) the double sums
+// of squares of the params (before any update) to *w_sq and of r to *r_sq: DEVICE pointers.
+// Throws a named ms::Error unless t >= 1, betas in [0, 1) and eps > 0.
+void lamb_compute_update(const float* params, const float* grads, float* m, float* v, float* update, size_t n,
+                         bool decay, int t, float beta1, float beta2, float eps, float weight_decay,
+                         bool bias_correction, double* w_sq, double* r_sq, Stream s);
+// Phase 2: params[i] = params[i] - step * update[i] (step = lr * trust, formed on the host).
+void lamb_apply_update(float* params, const float* update, size_t n, float step, Stream s);
+// *out (a DEVICE double) = sum of x[i]^2 in double: a grid of a size fixed by n writes one partial
+// per block, then one block adds them in a fixed order (the same bits every run; 0 when n == 0).
+void sum_squares(const float* x, size_t n, double* out, Stream s);
 
 }  // namespace ms::cuda

@@ -8,6 +8,7 @@
 // conversion, embedding) must match the CPU bit for bit. Attention (fp32 and bf16 operands) at GPT-2
 // shapes (T = 1024, HS = 64), full and sliding (W = 256; W >= T must give full's bits) and odd
 // shapes (T = 1, T not a multiple of the 64-row tile, HS = 8, 24, 128). Skips where no CUDA device opens (CI).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "base/check.h"  // Error
 #include "base/device.h"
 #include "kernels/attention.h"
+#include "kernels/backend.h"
 #include "kernels/bf16_convert.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_kernels.h"
@@ -30,7 +32,11 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/optim_kernels.h"
+#include "kernels/vocab_parallel_cross_entropy.h"
 #include "optim/adamw.h"
+#include "optim/grad_norm.h"
+#include "optim/lamb.h"
 
 namespace ms {
 namespace {
@@ -434,6 +440,223 @@ TEST_F(CudaKernels, EmbeddingMatchesCpuBitForBit) {
     expect_bits("embedding out" + sh, got[0], out);
     expect_bits("embedding dwte" + sh, got[1], dwte);
     expect_bits("embedding dwpe" + sh, got[2], dwpe);
+  }
+}
+
+// vocab_parallel_cross_entropy.h's three phases on every part of a split vocabulary, with the
+// ranks' reductions (max, then sum) done on the host between them, as the caller does.
+void check_vocab_shards(int N, int V, int Vl, int parts) {
+  auto targets = rand_ids(N, 0, V);
+  for (int i = 0; i < N; i += 7) targets[i] = -1;  // ignored rows
+  const float dloss = 1.f / N;
+  const size_t n = static_cast<size_t>(N) * Vl;
+  std::vector<std::vector<float>> logits(parts), rmax(parts, std::vector<float>(N)), sums(parts);
+  std::vector<float> gmax(N, -INFINITY), gsums(2 * static_cast<size_t>(N), 0.f);
+  for (int k = 0; k < parts; ++k) {
+    logits[k] = randn(n, 3.f);
+    vocab_shard_row_max(rmax[k].data(), logits[k].data(), targets.data(), N, V, Vl, k * Vl);
+    for (int i = 0; i < N; ++i) gmax[i] = std::max(gmax[i], rmax[k][i]);
+  }
+  for (int k = 0; k < parts; ++k) {
+    sums[k].resize(2 * static_cast<size_t>(N));
+    vocab_shard_sum_exp(sums[k].data(), logits[k].data(), gmax.data(), targets.data(), N, V, Vl, k * Vl);
+    for (size_t i = 0; i < gsums.size(); ++i) gsums[i] += sums[k][i];
+  }
+  auto d_t = up(targets);
+  auto d_gmax = up(gmax), d_gsums = up(gsums);
+  for (int k = 0; k < parts; ++k) {
+    const int v0 = k * Vl;
+    std::vector<float> loss(N), dl(n), loss16(N);
+    std::vector<bf16_t> dl16(n);
+    vocab_shard_loss_grad(loss.data(), dl.data(), logits[k].data(), gmax.data(), gsums.data(), targets.data(), N, V,
+                          Vl, v0, dloss);
+    vocab_shard_loss_grad_bf16(loss16.data(), dl16.data(), logits[k].data(), gmax.data(), gsums.data(),
+                               targets.data(), N, V, Vl, v0, dloss);
+    auto d_x = up(logits[k]);
+    const Outputs got = twice([&] {
+      auto rm = poisoned<float>(N), sm = poisoned<float>(2 * static_cast<size_t>(N));
+      auto l = poisoned<float>(N), d = poisoned<float>(n), l16 = poisoned<float>(N), l0 = poisoned<float>(N);
+      auto d16 = poisoned<bf16_t>(n);
+      auto inplace = up(logits[k]), untouched = up(logits[k]);
+      auto l2 = poisoned<float>(N);
+      cuda::vocab_shard_row_max(rm.data(), d_x.data(), d_t.data(), N, V, Vl, v0, {});
+      cuda::vocab_shard_sum_exp(sm.data(), d_x.data(), d_gmax.data(), d_t.data(), N, V, Vl, v0, {});
+      cuda::vocab_shard_loss_grad(l.data(), d.data(), d_x.data(), d_gmax.data(), d_gsums.data(), d_t.data(), N, V,
+                                  Vl, v0, dloss, {});
+      cuda::vocab_shard_loss_grad_bf16(l16.data(), d16.data(), d_x.data(), d_gmax.data(), d_gsums.data(),
+                                       d_t.data(), N, V, Vl, v0, dloss, {});
+      cuda::vocab_shard_loss_grad(l2.data(), inplace.data(), inplace.data(), d_gmax.data(), d_gsums.data(),
+                                  d_t.data(), N, V, Vl, v0, dloss, {});
+      cuda::vocab_shard_loss_grad(l0.data(), untouched.data(), d_x.data(), d_gmax.data(), d_gsums.data(),
+                                  d_t.data(), N, V, Vl, v0, 0.f, {});
+      return Outputs{down(rm), down(sm), down(l), down(d), down(l16), down(d16), down(l2), down(inplace),
+                     down(l0), down(untouched)};
+    });
+    std::string sh = dims(" ", N, Vl);
+    sh += " v0 ";
+    sh += std::to_string(v0);
+    expect_bits("vocab ce row max" + sh, got[0], rmax[k]);
+    expect_close("vocab ce sums" + sh, got[1], sums[k], 1e-5);
+    expect_close("vocab ce losses" + sh, got[2], loss, 1e-5);
+    expect_close("vocab ce dlogits" + sh, got[3], dl, 1e-5);
+    expect_close("vocab ce losses (bf16 grad)" + sh, got[4], loss16, 1e-5);
+    expect_close("vocab ce dlogits bf16" + sh, got[5], widen(dl16), 1e-2);
+    expect_close("vocab ce losses in place" + sh, got[6], loss, 1e-5);
+    expect_close("vocab ce dlogits in place" + sh, got[7], dl, 1e-5);
+    expect_close("vocab ce losses (dloss 0)" + sh, got[8], loss, 1e-5);
+    expect_bits("vocab ce dloss 0 leaves dlogits" + sh, got[9], logits[k]);
+  }
+}
+
+TEST_F(CudaKernels, VocabParallelCrossEntropyMatchesCpu) {
+  check_vocab_shards(256, 50257, 50304 / 4, 4);  // GPT-2's padded vocabulary over 4 ranks
+  check_vocab_shards(37, 1000, 300, 5);          // the last part all padding, the one before partly
+}
+
+// backend.h's embedding entries against plain loops (rows in ascending order: the same bits).
+TEST_F(CudaKernels, EmbeddingRowsMatchLoopsBitForBit) {
+  struct Case {
+    int N, C, T, V, v0, v1, lo, hi, n, row0;
+  };
+  for (const Case& c : {Case{4096, 768, 1024, 50304, 12576, 25152, 0, 4096, 4096, 0},
+                        Case{111, 129, 37, 50, 10, 33, 5, 100, 61, 50}}) {
+    const size_t Vl = static_cast<size_t>(c.v1 - c.v0), C = static_cast<size_t>(c.C);
+    const auto ids = rand_ids(c.N, 0, c.V);
+    const auto wte = randn(Vl * C), wpe = randn(c.T * C), base = randn(c.n * C);
+    const auto d_full = randn(c.N * C), d_local = randn(c.n * C), dwte0 = randn(Vl * C), dwpe0 = randn(c.T * C);
+    std::vector<float> out(c.N * C), pos = base, dwte = dwte0, dwpe = dwpe0;
+    std::memset(out.data(), 0xFF, out.size() * sizeof(float));  // rows outside [lo, hi) stay poisoned
+    for (int i = c.lo; i < c.hi; ++i)
+      for (size_t k = 0; k < C; ++k)
+        out[i * C + k] = ids[i] >= c.v0 && ids[i] < c.v1 ? wte[(ids[i] - c.v0) * C + k] : 0.f;
+    for (int i = 0; i < c.n; ++i)
+      for (size_t k = 0; k < C; ++k) {
+        pos[i * C + k] += wpe[((c.row0 + i) % c.T) * C + k];
+        dwpe[((c.row0 + i) % c.T) * C + k] += d_local[i * C + k];
+      }
+    for (int i = 0; i < c.N; ++i)
+      for (size_t k = 0; k < C; ++k)
+        if (ids[i] >= c.v0 && ids[i] < c.v1) dwte[(ids[i] - c.v0) * C + k] += d_full[i * C + k];
+    auto d_ids = up(ids);
+    auto d_wte = up(wte), d_wpe = up(wpe), d_df = up(d_full), d_dl = up(d_local);
+    const Outputs got = twice([&] {
+      auto o = poisoned<float>(out.size());
+      auto p = up(base), dte = up(dwte0), dpe = up(dwpe0);
+      cuda::embedding_lookup(o.data(), d_ids.data(), d_wte.data(), c.lo, c.hi, c.C, c.v0, c.v1, {});
+      cuda::add_position_embedding(p.data(), d_wpe.data(), c.n, c.C, c.T, c.row0, {});
+      cuda::embedding_backward_rows(dte.data(), dpe.data(), d_df.data(), d_dl.data(), d_ids.data(), c.N, c.n, c.C,
+                                    c.T, c.row0, c.v0, c.v1, {});
+      return Outputs{down(o), down(p), down(dte), down(dpe)};
+    });
+    const std::string sh = dims(" ", c.N, c.C);
+    expect_bits("embedding lookup" + sh, got[0], out);
+    expect_bits("embedding add position" + sh, got[1], pos);
+    expect_bits("embedding dwte rows" + sh, got[2], dwte);
+    expect_bits("embedding dwpe rows" + sh, got[3], dwpe);
+  }
+}
+
+TEST_F(CudaKernels, FillAndScaleAreExact) {
+  const size_t n = (size_t{1} << 20) + 3;
+  const auto x = randn(n);
+  std::vector<float> filled(n, -2.5f), scaled = x;
+  for (float& v : scaled) v *= 0.37f;
+  auto d_x = up(x);
+  const Outputs got = twice([&] {
+    auto f = poisoned<float>(n);
+    auto s = up(x), one = up(x);
+    cuda::fill(f.data(), n, -2.5f, {});
+    cuda::scale(s.data(), n, 0.37f, {});
+    cuda::scale(one.data(), n, 1.f, {});
+    return Outputs{down(f), down(s), down(one)};
+  });
+  expect_bits("fill", got[0], filled);
+  expect_bits("scale", got[1], scaled);
+  expect_bits("scale by 1", got[2], x);
+}
+
+// optim/lamb.h's two phases on one tensor, through cuda_optim_kernels() (the cuda:: entries).
+TEST_F(CudaKernels, LambMatchesCpu) {
+  OptimKernels& ok = cuda_optim_kernels();
+  for (const size_t n : {(size_t{1} << 20) + 7, size_t{1000}})
+    for (const bool decay : {true, false})
+      for (const bool bc : {true, false}) {
+        const auto p0 = randn(n), g0 = randn(n, 0.1f), m0 = randn(n, 0.01f);
+        auto v0 = randn(n, 0.01f);
+        for (float& v : v0) v = v * v;
+        const int t = decay ? 5 : 1;
+        const float lr = 2e-3f;
+        LambHyper h;
+        h.bias_correction = bc;
+        h.max_trust = bc ? 10.f : 0.f;
+        std::vector<float> p = p0, m = m0, v = v0, u(n);
+        double w_sq = 0, r_sq = 0;
+        const std::vector<ParamTensor> tensors{ParamTensor{"w", 0, n, decay}};
+        lamb_compute_update(p.data(), g0.data(), m.data(), v.data(), u.data(), tensors, t, h, &w_sq, &r_sq);
+        const float step = lr * lamb_trust_ratio(std::sqrt(w_sq), std::sqrt(r_sq), h.max_trust);
+        lamb_apply_update(p.data(), u.data(), tensors, lr, h, &w_sq, &r_sq);
+        auto d_g = up(g0);
+        std::vector<double> sums;
+        const Outputs got = twice([&] {
+          auto dp = up(p0), dm = up(m0), dv = up(v0);
+          auto du = poisoned<float>(n);
+          double w = -1, r = -1;
+          ok.lamb_compute_update(dp.data(), d_g.data(), dm.data(), dv.data(), du.data(), n, decay, t, h.adam.beta1,
+                                 h.adam.beta2, h.adam.eps, h.adam.weight_decay, bc, &w, &r);
+          ok.lamb_apply_update(dp.data(), du.data(), n, step);
+          sums.push_back(w);
+          sums.push_back(r);
+          return Outputs{down(dp), down(dm), down(dv), down(du)};
+        });
+        std::string sh = " n ";
+        sh += std::to_string(n);
+        sh += " t ";
+        sh += std::to_string(t);
+        sh += decay ? " decay" : "";
+        sh += bc ? " bias-corrected" : "";
+        expect_close("lamb params" + sh, got[0], p, 1e-5);
+        expect_close("lamb m" + sh, got[1], m, 1e-5);
+        expect_close("lamb v" + sh, got[2], v, 1e-5);
+        expect_close("lamb r" + sh, got[3], u, 1e-5);
+        ASSERT_EQ(sums.size(), 4u);
+        EXPECT_EQ(0, std::memcmp(&sums[0], &sums[2], 2 * sizeof(double))) << "lamb sums differ between runs" << sh;
+        EXPECT_NEAR(sums[0], w_sq, 1e-10 * w_sq) << "lamb ||p||^2" << sh;
+        EXPECT_NEAR(sums[1], r_sq, 1e-10 * r_sq) << "lamb ||r||^2" << sh;
+      }
+}
+
+TEST_F(CudaKernels, SumSquaresMatchesCpu) {
+  OptimKernels& ok = cuda_optim_kernels();
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 22) + 5}) {
+    const auto x = randn(n, 0.3f);
+    const double ref = grad_sq_sum(x.data(), n);
+    auto d_x = up(x);
+    const double a = ok.sum_squares(d_x.data(), n), b = ok.sum_squares(d_x.data(), n);
+    EXPECT_EQ(0, std::memcmp(&a, &b, sizeof(double))) << "sum_squares differs between runs, n " << n;
+    EXPECT_NEAR(a, ref, 1e-12 * ref) << "sum_squares n " << n;
+  }
+}
+
+TEST_F(CudaKernels, MaskedLossMeanMatchesCpu) {
+  KernelBackend& k = cuda_kernels();
+  EXPECT_EQ(k.device(), Device::kCuda);
+  for (const int N : {4096, 37, 1}) {
+    auto losses = randn(static_cast<size_t>(N), 2.f);
+    for (float& l : losses) l = std::fabs(l);
+    auto targets = rand_ids(static_cast<size_t>(N), 0, 50257);
+    for (int i = 0; i < N; i += 5) targets[i] = -1;
+    double sum = 0;
+    int count = 0;
+    for (int i = 0; i < N; i++)
+      if (targets[i] >= 0) {
+        sum += losses[i];
+        count++;
+      }
+    const float ref = count ? static_cast<float>(sum / count) : 0.f;
+    auto d_l = up(losses);
+    EXPECT_EQ(k.masked_loss_mean(d_l.data(), targets.data(), N), ref) << "N " << N;
+    std::vector<int> none(static_cast<size_t>(N), -1);
+    EXPECT_EQ(k.masked_loss_mean(d_l.data(), none.data(), N), 0.f) << "no counted row, N " << N;
   }
 }
 

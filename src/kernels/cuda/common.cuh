@@ -20,10 +20,15 @@ inline unsigned blocks_for(size_t n, unsigned threads) {
 }
 
 // Scratch slots, each a device array grown on demand and never shrunk.
-enum class Slot { kColumnPartials, kColumnPartials2, kGemmWorkspace };
+// kSumPartials: the per-block double partials of the sums of squares (optim.cu).
+enum class Slot { kColumnPartials, kColumnPartials2, kGemmWorkspace, kSumPartials, kCount };
 void* scratch(Slot slot, size_t bytes);
 
 __device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -40,6 +45,16 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
   if (lane == 0) shared[warp] = v;
   __syncthreads();
   v = lane < nw ? shared[lane] : 0.f;
+  return warp_sum(v);
+}
+// The same in double (`shared` holds 32 doubles).
+__device__ __forceinline__ double block_sum(double v, double* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < nw ? shared[lane] : 0.0;
   return warp_sum(v);
 }
 

@@ -1,6 +1,6 @@
-// elementwise.cu: bf16 <-> fp32 array conversion (exact RNE, NaN kept quiet, as base/bf16.h) and
-// the AdamW update of optim/adamw.h, step by step in the CPU's arithmetic (--fmad=false: only the
-// explicit fmaf calls fuse, exactly where the CPU uses std::fma).
+// elementwise.cu: bf16 <-> fp32 array conversion (exact RNE, NaN kept quiet, as base/bf16.h), fill,
+// scale and the AdamW update of optim/adamw.h, step by step in the CPU's arithmetic
+// (--fmad=false: only the explicit fmaf calls fuse, exactly where the CPU uses std::fma).
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -22,6 +22,13 @@ __global__ void f32_to_bf16_kernel(bf16_t* out, const float* in, size_t n) {
 }
 __global__ void bf16_to_f32_kernel(float* out, const bf16_t* in, size_t n) {
   MS_GRID_STRIDE(i, n) out[i] = detail::bf16_bits_to_f32(in[i]);
+}
+
+__global__ void fill_kernel(float* x, size_t n, float value) {
+  MS_GRID_STRIDE(i, n) x[i] = value;
+}
+__global__ void scale_kernel(float* x, size_t n, float s) {
+  MS_GRID_STRIDE(i, n) x[i] *= s;
 }
 
 struct AdamConsts {
@@ -54,6 +61,17 @@ void f32_to_bf16(bf16_t* out, const float* in, size_t n, Stream s) {
 void bf16_to_f32(float* out, const bf16_t* in, size_t n, Stream s) {
   if (n == 0) return;
   bf16_to_f32_kernel<<<grid_for(n), 256, 0, st(s)>>>(out, in, n);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void fill(float* x, size_t n, float value, Stream s) {
+  if (n == 0) return;
+  fill_kernel<<<grid_for(n), 256, 0, st(s)>>>(x, n, value);
+  MS_CUDA_CHECK_LAUNCH();
+}
+void scale(float* x, size_t n, float s_, Stream s) {
+  if (n == 0 || s_ == 1.0f) return;  // as optim/grad_norm.h's scale_inplace
+  scale_kernel<<<grid_for(n), 256, 0, st(s)>>>(x, n, s_);
   MS_CUDA_CHECK_LAUNCH();
 }
 

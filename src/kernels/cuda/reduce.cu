@@ -9,7 +9,7 @@ namespace detail {
 
 void* scratch(Slot slot, size_t bytes) {
   // Never destroyed: freeing at process exit would race the CUDA runtime's own teardown.
-  static auto* slots = new std::array<DeviceBuffer<unsigned char>, 3>;
+  static auto* slots = new std::array<DeviceBuffer<unsigned char>, static_cast<size_t>(Slot::kCount)>;
   auto& b = (*slots)[static_cast<size_t>(slot)];
   if (b.size() < bytes) {
     MS_CUDA_CHECK(cudaDeviceSynchronize());  // work still queued may read the old array
