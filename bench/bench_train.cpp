@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"    // ms::Error
+#include "base/device.h"   // device_sync, cuda_device_info (train.device = cuda)
 #include "config/config.h"   // Config, set_field, list_fields
 #include "kernels/gemm_peak.h"    // measure_sgemm_peak_gflops
 #include "kernels/hw_peak.h"      // hardware_peak, measure_core_clock_ghz
@@ -236,7 +237,14 @@ int run_train(const Args& args) {
       tg[i] = static_cast<int>(rng.next_u64() % static_cast<uint64_t>(V));
     }
   };
-  for (int s = 0; s < warmup; s++) trainer.train_step(next);
+  // A GPU step ends when the device is idle (the update is asynchronous): timed steps wait for it.
+  const bool gpu = cfg.train.device == ms::Device::kCuda;
+  auto step = [&] {
+    ms::StepStats st = trainer.train_step(next);
+    if (gpu) ms::device_sync();
+    return st;
+  };
+  for (int s = 0; s < warmup; s++) step();
 
   std::vector<double> step_s, cpu_s, gemm_share;
   std::vector<std::vector<double>> kernel_ms(ms::kNumKernels + 1);  // per kernel, then "other"
@@ -245,7 +253,7 @@ int run_train(const Args& args) {
   for (int s = 0; s < steps; s++) {
     ms::reset_kernel_seconds();
     double t0 = now_s(), c0 = process_cpu_s();
-    ms::StepStats st = trainer.train_step(next);
+    ms::StepStats st = step();
     double dt = now_s() - t0;
     cpu_s.push_back(process_cpu_s() - c0);
     step_s.push_back(dt);
@@ -291,6 +299,16 @@ int run_train(const Args& args) {
   out["peak_rss_mb"] = peak_rss_mb();
   out["flops_per_token"] = ms::model_flops_per_token(cfg.model, T);
   out["last_loss"] = loss;
+  out["device"] = ms::device_name(cfg.train.device);
+  if (gpu) {  // MFU against the card's peak (kernels/hw_peak.h gpu_peak); kernel_ms are enqueue times there
+    const ms::GpuPeak peak = ms::gpu_peak();
+    const double tflops = ms::model_flops_per_token(cfg.model, T) * tokens_per_step / med / 1e12;
+    out["gpu"] = ms::cuda_device_info().name;
+    out["gpu_peak_tflops"] = peak.gflops(cfg.train.precision) / 1e3;
+    out["model_tflops"] = tflops;
+    out["mfu"] = peak.gflops(cfg.train.precision) > 0 ? tflops * 1e3 / peak.gflops(cfg.train.precision) : 0.0;
+    out["device_allocations"] = ms::device_allocations();
+  }
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

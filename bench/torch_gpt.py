@@ -14,8 +14,17 @@ around forward+loss (fp32 master weights and optimizer, as autocast does).
 
 Run it with /usr/bin/python3 (Debian's python3-torch); its fastest settings here are 2 threads,
 OMP_WAIT_POLICY=PASSIVE and ATEN_CPU_CAPABILITY=avx512 in the environment (run_bench.sh sets them).
+
+--device cuda (the GPU baseline of scripts/gpu/check.sh, torch >= 2): the model and the random
+tokens on the GPU; attention through F.scaled_dot_product_attention (is_causal for full attention,
+pinned to the flash backend when --sdpa flash; a boolean band mask for the sliding window, which
+flash does not take); bf16 = torch.autocast("cuda", dtype=torch.bfloat16) with fp32 master weights;
+fp32 with TF32 off (megascale's fp32 GEMMs are true fp32); torch.optim.AdamW(fused=True);
+--compile 1 wraps the model in torch.compile (default mode; its warm-up is reported apart as
+compile_s). Steps are timed between torch.cuda.synchronize() calls; the median is reported.
 """
 import argparse
+import contextlib
 import json
 import math
 import resource
@@ -28,9 +37,9 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, C, nh, parallel, mask):
+    def __init__(self, C, nh, parallel, mask, sdpa=False, full=True):
         super().__init__()
-        self.nh, self.parallel = nh, parallel
+        self.nh, self.parallel, self.sdpa, self.full = nh, parallel, sdpa, full
         self.ln_1 = nn.LayerNorm(C)
         self.ln_2 = None if parallel else nn.LayerNorm(C)
         self.c_attn = nn.Linear(C, 3 * C)
@@ -46,6 +55,12 @@ class Block(nn.Module):
         q = q.view(B, T, self.nh, hs).transpose(1, 2)
         k = k.view(B, T, self.nh, hs).transpose(1, 2)
         v = v.view(B, T, self.nh, hs).transpose(1, 2)
+        if self.sdpa:  # GPU: fused attention (flash for full causal attention)
+            if self.full:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=~self.mask[:T, :T])
+            return self.attn_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(self.mask[:T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -92,7 +107,7 @@ class GPT(nn.Module):
             W = layer_window(a, l)
             if W not in masks:
                 masks[W] = causal_mask(a.seq_len, W)
-            blocks.append(Block(C, a.n_head, a.block == "parallel", masks[W]))
+            blocks.append(Block(C, a.n_head, a.block == "parallel", masks[W], sdpa=a.device == "cuda", full=W == 0))
         self.h = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(C)
         # GPT-2 init: N(0, 0.02), residual projections 0.02/sqrt(2L), zero biases.
@@ -144,35 +159,56 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--compile", type=int, default=0, help="1: torch.compile(model) (cuda)")
+    p.add_argument("--sdpa", choices=["flash", "auto"], default="flash", help="cuda: SDPA backend for full attention")
     a = p.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    model = GPT(a)
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model = GPT(a).to(a.device)
+    run_model = torch.compile(model) if a.compile else model
     decay = [q for n, q in model.named_parameters() if q.dim() == 2 and not n.startswith(("wte", "wpe"))]
     no_decay = [q for n, q in model.named_parameters() if not (q.dim() == 2 and not n.startswith(("wte", "wpe")))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if cuda else {}))
     B, T = a.batch_size, a.seq_len
     gen = torch.Generator().manual_seed(a.seed + 1)
 
+    def sdpa_context():
+        if not cuda or a.sdpa != "flash":
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
     def step():
-        idx = torch.randint(0, a.vocab_size, (B, T), generator=gen)
-        tgt = torch.randint(0, a.vocab_size, (B, T), generator=gen)
+        idx = torch.randint(0, a.vocab_size, (B, T), generator=gen).to(a.device)
+        tgt = torch.randint(0, a.vocab_size, (B, T), generator=gen).to(a.device)
+        if cuda:
+            torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        if a.precision == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(idx, tgt)
-        else:
-            loss = model(idx, tgt)
-        loss.backward()
+        with sdpa_context():
+            if a.precision == "bf16":
+                with torch.autocast(a.device, dtype=torch.bfloat16):
+                    loss = run_model(idx, tgt)
+            else:
+                loss = run_model(idx, tgt)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         return time.perf_counter() - t0, time.process_time() - c0, loss.item()
 
+    tc = time.perf_counter()
     for _ in range(a.warmup):
         step()
+    compile_s = time.perf_counter() - tc
     times, cpu, loss = [], [], 0.0
     for _ in range(a.steps):
         dt, dc, loss = step()
@@ -192,7 +228,11 @@ def main():
         "tokens_per_cpu_s_median": B * T / statistics.median(cpu),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "flops_per_token": flops_per_token(a), "last_loss": loss,
+        "device": a.device, "compile": a.compile, "warmup_s": compile_s,
     }
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["peak_gpu_mem_mb"] = torch.cuda.max_memory_allocated() / 2**20
     print(json.dumps(out))
 
 

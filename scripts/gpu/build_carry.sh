@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 build=build-gpu
-targets="test_cuda_kernels test_device bench_cuda_kernels"
+targets="test_cuda_kernels test_cuda_training test_device bench_cuda_kernels bench_train megascale"
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 [ "${MS_SKIP_BUILD:-0}" = 1 ] || flock /tmp/ms-build.lock sh -c "cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGASCALE_WITH_MPI=OFF -DMEGASCALE_WITH_CUDA=ON >/dev/null && cmake --build $build -j${MS_JOBS:-2} --target $targets"
@@ -21,6 +21,10 @@ mkdir -p .gpu/bin .gpu/debs
 for t in $targets; do
   objcopy --strip-debug "$build/$t" ".gpu/bin/$t"
 done
+# The tokenizer tables beside the binary (sampling) and the Brown corpus of the README's run.
+mkdir -p .gpu/bin/share && cp -r "$build/share/megascale" .gpu/bin/share/
+if [ -d data/brown ]; then mkdir -p .gpu/data && cp -r data/brown .gpu/data/; else
+  echo "build_carry.sh: no data/brown (scripts/setup.sh prepares it): check.sh skips the Brown run"; fi
 # The closure's packages, without the C/C++ runtime (the image's are newer and compatible) and CUDA.
 skip='^(libc6|libstdc\+\+6|libgcc-s1|libcrypt1|libzstd1|liblzma5|zlib1g)$'
 pkgs=$(for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u | grep -v -E 'libcublas|libcudart|/usr/local/cuda' |

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# check.sh: the GPU check of issue 24 (piece A: CUDA kernels), the one prepared command a lent GPU
-# machine runs over .gpu/ (made here by scripts/gpu/build_carry.sh):
-#   run(command="bash scripts/gpu/check.sh", carry=[".gpu"], timeout_s=420)
+# check.sh: the GPU check of issue 24 (CUDA kernels; the model and optimizer on the GPU), the one
+# prepared command a lent GPU machine runs over .gpu/ (made here by scripts/gpu/build_carry.sh):
+#   run(command="bash scripts/gpu/check.sh", carry=[".gpu"], timeout_s=540)
 # 1. prelude: the carried .debs unpacked into /tmp/rt (never into /); LD_LIBRARY_PATH set for our
 #    binaries only (not for python3), with cuBLASLt from the machine's CUDA / torch wheels; probes
 #    of nvidia-smi, the OS and torch; an `ldd -r` gate (a missing library or symbol stops here);
-# 2. the GPU tests (test_device, test_cuda_kernels: every CUDA kernel against the CPU kernel);
-# 3. bench_cuda_kernels, then bench/torch_ops_cuda.py on the same card;
-# 4. logs and JSON under $OUT; bench/gpu_table.py's table printed last.
-# Runs in about 3-4 minutes. Exit status: 0 all green, 1 a test failed, 2 no .gpu, 3 the ABI gate.
+# 2. the GPU tests (test_device, test_cuda_kernels: every CUDA kernel against the CPU kernel;
+#    test_cuda_training: GPU training against the CPU run, rerun bits, no allocation after step 1,
+#    training state moved between devices);
+# 3. bench_cuda_kernels, then bench/torch_ops_cuda.py on the same card (the kernel table);
+# 4. GPT-2 124M (T 1024, B 16) training: bench_train --train.device=cuda in bf16 and fp32, PyTorch
+#    (torch_gpt.py --device cuda) compiled and eager, megascale bf16 again (drift);
+# 5. logs and JSON under $OUT; the kernel table, then the training table (bench/gpu_train_table.py) last.
+# Every step's timeout is cut to what is left of a 470 s budget (a step with under 20 s left is
+# skipped and says so), so the whole script stays under 8 minutes and a rerun fits the lease.
+# Exit status: 0 all green, 1 a test or run failed, 2 no .gpu, 3 the ABI gate.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -16,6 +22,9 @@ OUT="${OUT:-/tmp/megascale-gpu-out}"
 mkdir -p "$OUT"
 t0=$(date +%s)
 stamp() { echo "--- $1 (+$(( $(date +%s) - t0 )) s)"; }
+budget=470
+# limit PLANNED: the timeout for the next step, at most what is left of the budget (0: skip it).
+limit() { local left=$(( budget - ($(date +%s) - t0) )); [ "$left" -lt 20 ] && { echo 0; return; }; echo $(( $1 < left ? $1 : left )); }
 [ -d .gpu/bin ] || { echo "check.sh: no .gpu/bin: run scripts/gpu/build_carry.sh first and carry .gpu"; exit 2; }
 
 stamp prelude
@@ -44,15 +53,68 @@ stamp tests
 status=0
 log="$OUT/tests.log"
 timeout 60 env "$ld_env" .gpu/bin/test_device --gtest_output="json:$OUT/device.json" > "$log" 2>&1 || status=1
-timeout 200 env "$ld_env" .gpu/bin/test_cuda_kernels --gtest_output="json:$OUT/kernels.json" >> "$log" 2>&1 || status=1
+timeout "$(limit 150)" env "$ld_env" .gpu/bin/test_cuda_kernels --gtest_output="json:$OUT/kernels.json" >> "$log" 2>&1 || status=1
+tlog="$OUT/training_test.log"
+timeout "$(limit 120)" env "$ld_env" OMP_NUM_THREADS=8 .gpu/bin/test_cuda_training --gtest_output="json:$OUT/training.json" > "$tlog" 2>&1 || status=1
+grep -E '^\[measured\]|Failure|Expected|Which is|^\[  (PASSED|FAILED|SKIPPED) ' "$tlog" | tail -30
 grep -E 'seed|rel L2 [0-9.e-]+$|differ in bits|^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error' "$log" |
   awk '/rel L2/ { split($0, a, "rel L2 "); if (a[2] + 0 > worst) { worst = a[2] + 0; w = $0 } next } { print } END { if (w) print "worst rel L2:" w }' | tail -40
 
-stamp "bench megascale"
-timeout 90 env "$ld_env" .gpu/bin/bench_cuda_kernels > "$OUT/ms_kernels.jsonl" 2>> "$log" || { echo "bench_cuda_kernels failed"; status=1; }
-stamp "bench torch"
-PYTHONUNBUFFERED=1 timeout 100 python3 bench/torch_ops_cuda.py --out "$OUT/torch_ops.jsonl" >> "$log" 2>&1 || { echo "torch_ops_cuda.py failed"; tail -5 "$log"; }
+# The README's Brown run on the GPU (bf16): it must learn as the CPU run does (the README's CPU
+# bf16 run ends at a validation loss of 6.31 nats; accepted within 0.15). Run folder in /tmp, its
+# log.jsonl copied to $OUT.
+stamp "brown on the GPU"
+l=$(limit 120)
+if [ "$l" = 0 ] || [ ! -d .gpu/data/brown ]; then
+  echo "skipped: brown run (budget or no .gpu/data/brown)"
+else
+  rm -rf /tmp/brown-gpu
+  if timeout "$l" env "$ld_env" .gpu/bin/megascale train configs/brown.toml --train.device=cuda --train.precision=bf16 \
+      --data.train='.gpu/data/brown/train_*.bin' --data.val='.gpu/data/brown/val_*.bin' --train.out_dir=/tmp/brown-gpu \
+      --train.progress=lines > "$OUT/brown.log" 2>&1; then
+    cp /tmp/brown-gpu/log.jsonl "$OUT/brown_log.jsonl" 2>/dev/null
+    python3 - /tmp/brown-gpu/log.jsonl <<'PY' || status=1
+import json, sys
+evals = [j for j in map(json.loads, open(sys.argv[1])) if "val_loss" in j]
+last = evals[-1]["val_loss"] if evals else float("nan")
+ok = abs(last - 6.31) <= 0.15
+print(f"brown on the GPU: validation loss {last:.3f} after {evals[-1].get('step') if evals else '?'} steps "
+      f"(CPU bf16 reference 6.31 +- 0.15): {'ok' if ok else 'FAILED'}")
+sys.exit(0 if ok else 1)
+PY
+  else
+    echo "brown run failed"; tail -5 "$OUT/brown.log"; status=1
+  fi
+fi
+
+# GPT-2 124M training, megascale and PyTorch on this card, interleaved (megascale bf16 again last: drift).
+blog="$OUT/train_bench.log"
+shape="--model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.vocab_size=50257 --model.max_seq_len=1024 --train.seq_len=1024 --train.batch_size=16"
+tshape="--n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257 --max-seq-len 1024 --seq-len 1024 --batch-size 16"
+ms_train() {  # precision
+  stamp "bench megascale train $1"
+  local l; l=$(limit 75); [ "$l" = 0 ] && { echo "skipped: megascale $1 (budget)"; return; }
+  timeout "$l" env "$ld_env" .gpu/bin/bench_train --train.device=cuda --train.precision="$1" $shape \
+    --bench.warmup=2 --bench.steps=8 >> "$OUT/ms_train.jsonl" 2>> "$blog" || { echo "bench_train $1 failed"; tail -3 "$blog"; status=1; }
+}
+torch_train() {  # precision compile planned_timeout
+  stamp "bench torch train $1 compile=$2"
+  local l; l=$(limit "$3"); [ "$l" = 0 ] && { echo "skipped: torch $1 compile=$2 (budget)"; return; }
+  PYTHONUNBUFFERED=1 timeout "$l" python3 bench/torch_gpt.py --device cuda --precision "$1" --compile "$2" $tshape \
+    --warmup 3 --steps 8 >> "$OUT/torch_train.jsonl" 2>> "$blog" || { echo "torch_gpt.py $1 compile=$2 failed"; tail -3 "$blog"; }
+}
+ms_train bf16
+torch_train bf16 1 150
+torch_train bf16 0 45
+ms_train fp32
+torch_train fp32 0 45
+ms_train bf16
+stamp "bench megascale kernels"
+timeout "$(limit 60)" env "$ld_env" .gpu/bin/bench_cuda_kernels > "$OUT/ms_kernels.jsonl" 2>> "$log" || { echo "bench_cuda_kernels failed"; status=1; }
+stamp "bench torch ops"
+PYTHONUNBUFFERED=1 timeout "$(limit 70)" python3 bench/torch_ops_cuda.py --out "$OUT/torch_ops.jsonl" >> "$log" 2>&1 || { echo "torch_ops_cuda.py failed"; tail -5 "$log"; }
 stamp table
 python3 bench/gpu_table.py "$OUT/ms_kernels.jsonl" "$OUT/torch_ops.jsonl" --tests "$OUT/device.json" "$OUT/kernels.json" | tee "$OUT/table.txt"
+(cd bench && python3 gpu_train_table.py "$OUT/ms_train.jsonl" "$OUT/torch_train.jsonl" --tests "$OUT/training.json") | tee "$OUT/train_table.txt"
 echo "check.sh: exit $status after $(( $(date +%s) - t0 )) s"
 exit $status

@@ -5,12 +5,15 @@
 #include <string>
 
 #include "config/config_enum.h"  // MS_CONFIG_ENUM, MS_DECLARE_FIELD
+#include "base/device.h"  // Device (train.device)
 #include "base/dtype.h"  // DType (train.precision)
 
 namespace ms {
 
 // train.precision: the GEMMs' element type, DType::kF32 or DType::kBF16 (base/dtype.h spells them).
 MS_CONFIG_ENUM(DType, {DType::kF32, "fp32"}, {DType::kBF16, "bf16"})
+// train.device: where the model, its gradients and the optimizer state live and compute.
+MS_CONFIG_ENUM(Device, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"})
 // train.progress: how the run shows its steps.
 enum class ProgressMode : uint8_t { kAuto, kBar, kLines };
 MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar, "bar"}, {ProgressMode::kLines, "lines"})
@@ -29,6 +32,7 @@ MS_CONFIG_ENUM(ProgressMode, {ProgressMode::kAuto, "auto"}, {ProgressMode::kBar,
   X(int, threads, 0, "OpenMP threads (0 = all cores)")                                            \
   X(bool, pin_threads, true, "pin each OpenMP thread to its own CPU (ranks on one machine take disjoint CPUs; skipped when the machine's ranks x threads exceed its cores)") \
   X(DType, precision, DType::kF32, "GEMM precision: 'fp32', 'bf16' (every linear layer's GEMMs take bf16 inputs with fp32 accumulation, on AMX when present; master weights, gradients, optimizer state, LayerNorm, attention, softmax and loss stay fp32), or 'auto' (bf16 where the CPU has bf16 units, AMX-BF16 or AVX512-BF16, else fp32; resolved at load)") \
+  X(Device, device, Device::kCpu, "where the model trains: 'cpu', or 'cuda' (one NVIDIA GPU, device 0: parameters, gradients, activations and optimizer state in GPU memory, every kernel on the GPU; one process for now, parallel axes on GPUs are the next step; a build without CUDA or a machine without a usable GPU is a named error before training)") \
   X(std::string, resume, "auto", "'auto' = continue from the newest checkpoint in checkpoint.dir that verifies (none: start fresh), 'never' = start fresh, or a checkpoint folder (an invalid one is an error)") \
   X(int, exit_after, 0, "stop after N steps of this invocation with a checkpoint (Megatron's --exit-interval; 0 = run to train.steps)") \
   X(ProgressMode, progress, ProgressMode::kAuto, "progress display: 'auto' (bar on a terminal), 'bar' or 'lines'")

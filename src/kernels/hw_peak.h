@@ -55,4 +55,18 @@ struct HardwarePeak {
 // The peak of `cores` cores of this machine (measurements cached; the first call measures).
 HardwarePeak hardware_peak(int cores);
 
+// The GPU's peak (device 0), from the card: SMs x SM clock (cudaDevAttrClockRate) x FLOP per SM per
+// clock of its dense units. Hopper (sm_90): 4096 bf16 FLOP (tensor cores, dense) and 256 fp32 FLOP
+// (128 FP32 lanes x FMA) per SM per clock; other generations are not tabled (0 = unknown). All
+// zeros when no GPU opens.
+struct GpuPeak {
+  int sm_count = 0;
+  double clock_ghz = 0;
+  double bf16_flop_per_sm_clock = 0, fp32_flop_per_sm_clock = 0;
+  double gflops(DType precision) const {
+    return sm_count * clock_ghz * (precision == DType::kBF16 ? bf16_flop_per_sm_clock : fp32_flop_per_sm_clock);
+  }
+};
+GpuPeak gpu_peak();
+
 }  // namespace ms

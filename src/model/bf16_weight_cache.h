@@ -5,14 +5,17 @@
 #pragma once
 #include <cstddef>
 
-#include "base/aligned.h"  // AlignedBuffer
-#include "base/bf16.h"     // bf16_t
+#include "base/bf16.h"          // bf16_t
+#include "base/device_array.h"  // DeviceArray
 
 namespace ms {
 
+class KernelBackend;
+
 class Bf16WeightCache {
  public:
-  void resize(size_t n) { copy_.resize(n); }
+  // n elements on k's device, converted by k.
+  void resize(size_t n, KernelBackend& k);
   bool empty() const { return copy_.size() == 0; }
   bool stale() const { return stale_; }
   void mark_stale() { stale_ = true; }
@@ -25,7 +28,8 @@ class Bf16WeightCache {
   const bf16_t* data() const { return copy_.data(); }
 
  private:
-  AlignedBuffer<bf16_t> copy_;
+  DeviceArray<bf16_t> copy_;
+  KernelBackend* k_ = nullptr;
   bool stale_ = true;
 };
 

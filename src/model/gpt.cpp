@@ -8,16 +8,17 @@
 #include "base/check.h"             // MS_CHECK
 #include "base/log.h"               // logger
 #include "base/rng.h"               // Rng
-#include "kernels/bf16_convert.h"   // f32_to_bf16
 #include "kernels/attention.h"  // attention_bf16_on_dot_product_units
-#include "kernels/gemm_bf16.h"      // gemm_bf16, matmul_forward_bf16
-#include "kernels/matmul.h"         // matmul_forward, sgemm, add_column_sums
+#include "kernels/backend.h"    // KernelBackend, kernels_for
+#include "kernels/gemm_bf16.h"  // bf16_gemm_uses_amx
 
 namespace ms {
 
-GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const ModelShard& shard, int activation_slots)
+GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const ModelShard& shard, int activation_slots,
+         Device device)
     : cfg_(cfg), maxB_(maxB), maxT_(maxT), C_(cfg.n_embd), NH_(cfg.n_head),
-      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), shard_(shard), precision_(precision) {
+      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), shard_(shard), device_(device), k_(&kernels_for(device)),
+      precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
   MS_CHECK(activation_slots >= 1, "GPT: {} activation slots (at least 1)", activation_slots);
   // Checks that the parts divide heads, 4C and Vp and that the layer range is a range.
@@ -37,15 +38,15 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
   // lnf_w_ marks where the blocks end (block_end) also in a chunk without the head.
   wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = has_head_ ? lay.lnf_w : lay.blocks_end, lnf_b_ = lay.lnf_b;
   const size_t off = lay.total;
-  params_.resize(off);
-  grads_.resize(off);
+  params_.resize(off, device_);
+  grads_.resize(off, device_);
   MS_CHECK(precision_ == DType::kF32 || precision_ == DType::kBF16, "GPT: precision {} is not fp32 or bf16",
            dtype_name(precision_));
   assign_activations();
   if (precision_ == DType::kBF16) {
-    bf16_weights_.resize(off);
+    bf16_weights_.resize(off, *k_);
     static bool noticed = false;  // one line per process
-    if (!bf16_gemm_uses_amx() && !noticed) {
+    if (device_ == Device::kCpu && !bf16_gemm_uses_amx() && !noticed) {
       noticed = true;
       logger().info("precision=bf16 without AMX-BF16: bf16 GEMMs run on {} (oneDNN), attention on {}; results "
                     "agree within bf16 rounding", bf16_gemm_isa(),
@@ -53,6 +54,8 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
     }
   }
 }
+
+GPT::~GPT() = default;
 
 int GPT::local_rows(int B, int T) const { return rows_exchanged_ ? B * T / shard_.parts : B * T; }
 
@@ -65,31 +68,31 @@ void GPT::linear_rows(float* out, const float* inp, bf16_t* inp16, bool convert,
                       const float* bias, int lo, int hi, int C, int OC, bool accumulate) {
   const size_t r = static_cast<size_t>(lo);
   if (precision_ == DType::kF32) {
-    matmul_forward(out + r * OC, inp + r * C, weight, bias, hi - lo, C, OC, accumulate);
+    k_->matmul_forward(out + r * OC, inp + r * C, weight, bias, hi - lo, C, OC, accumulate);
     return;
   }
-  if (convert) f32_to_bf16(inp16 + r * C, inp + r * C, static_cast<size_t>(hi - lo) * C);
+  if (convert) k_->f32_to_bf16(inp16 + r * C, inp + r * C, static_cast<size_t>(hi - lo) * C);
   const bf16_t* wb = bf16_weights_.data() + (weight - params_.data());
-  matmul_forward_bf16(out + r * OC, inp16 + r * C, wb, bias, hi - lo, C, OC, accumulate);
+  k_->matmul_forward_bf16(out + r * OC, inp16 + r * C, wb, bias, hi - lo, C, OC, accumulate);
 }
 
 void GPT::linear_data_grad_rows(float* dinp, const float* dout, bf16_t* dout16, bool convert, const float* weight,
                                 int lo, int hi, int C, int OC, bool accumulate) {
   const size_t r = static_cast<size_t>(lo);
   if (precision_ == DType::kF32) {
-    sgemm(false, false, hi - lo, C, OC, 1.0f, dout + r * OC, OC, weight, C, accumulate ? 1.0f : 0.0f, dinp + r * C, C);
+    k_->gemm_f32(false, false, hi - lo, C, OC, dout + r * OC, weight, dinp + r * C, accumulate);
     return;
   }
-  if (convert) f32_to_bf16(dout16 + r * OC, dout + r * OC, static_cast<size_t>(hi - lo) * OC);
+  if (convert) k_->f32_to_bf16(dout16 + r * OC, dout + r * OC, static_cast<size_t>(hi - lo) * OC);
   const bf16_t* wb = bf16_weights_.data() + (weight - params_.data());
-  gemm_bf16(false, false, hi - lo, C, OC, dout16 + r * OC, wb, nullptr, dinp + r * C, accumulate);
+  k_->gemm_bf16(false, false, hi - lo, C, OC, dout16 + r * OC, wb, dinp + r * C, accumulate);
 }
 
 void GPT::linear_weight_grad(float* dweight, float* dbias, const float* dout, const bf16_t* dout16, const float* inp,
                              const bf16_t* inp16, int N, int C, int OC) {
-  if (precision_ == DType::kF32) sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-  else gemm_bf16(true, false, OC, C, N, dout16, inp16, nullptr, dweight, true);
-  if (dbias) add_column_sums(dbias, dout, N, OC);
+  if (precision_ == DType::kF32) k_->gemm_f32(true, false, OC, C, N, dout, inp, dweight, true);
+  else k_->gemm_bf16(true, false, OC, C, N, dout16, inp16, dweight, true);
+  if (dbias) k_->add_column_sums(dbias, dout, N, OC);
 }
 
 BlockParams GPT::block_params(float* base, int l) const {
@@ -158,7 +161,7 @@ void GPT::assign_activations() {
   want(&dln_, N * C); want(&dqkv_, N * 3 * Cl); want(&datty_, N * Cl); want(&dfch_, N * Fl);
   size_t total = 0;
   for (const auto& w : plan) total += w.second;
-  acts_.resize(total);
+  acts_.resize(total, device_);
   float* p = acts_.data();
   for (const auto& [ptr, count] : plan) { *ptr = p; p += count; }
   for (ActSlot& sl : slots_)
@@ -166,10 +169,10 @@ void GPT::assign_activations() {
       if (bf16) { a.ln1 = shared_ln1; a.ln2 = shared_ln2; }
   if (!rows_exchanged_) dres_full_ = dres_;
   if (!split) dln_local_ = dln_;
-  inputs_all_.resize(has_emb_ ? N * slots_.size() : 0);
+  inputs_all_.resize(has_emb_ ? N * slots_.size() : 0, device_);
   if (has_emb_)
     for (size_t k = 0; k < slots_.size(); k++) slots_[k].inputs = inputs_all_.data() + k * N;
-  targets_.resize(has_head_ ? N : 0);
+  targets_.resize(has_head_ ? N : 0, device_);
 
   if (bf16) {
     // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the bf16
@@ -177,7 +180,7 @@ void GPT::assign_activations() {
     const size_t per_block16 = N * (C + Cl + (par ? 0 : C) + Fl);
     const size_t per_slot16 = per_block16 * L_ + (has_head_ ? N * C + N * Vl : 0);
     const size_t dout_max = N * std::max(C, Fl);
-    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl);
+    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl, device_);
     bf16_t* q = acts_bf16_.data();
     auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
     for (ActSlot& sl : slots_) {
@@ -233,10 +236,34 @@ GPT::Footprint GPT::footprint() const {
 void GPT::init_weights(uint64_t seed) {
   bf16_weights_.mark_stale();
   params_.zero();
+  if (device_ == Device::kCpu) {
+    init_weights_host(seed, params_.data());
+    return;
+  }
+  std::vector<float> host(params_.size(), 0.0f);
+  init_weights_host(seed, host.data());
+  params_.upload(host.data(), host.size());
+}
+
+void GPT::load_params(const float* host) {
+  bf16_weights_.mark_stale();
+  params_.upload(host, params_.size());
+}
+
+void GPT::copy_logits_to_host(int row, int rows, float* out) const {
+  MS_CHECK(has_head_ && row >= 0 && rows >= 0 && row + rows <= B_ * T_, "GPT: logits rows [{}, {}) of a {}x{} forward",
+           row, row + rows, B_, T_);
+  copy_bytes(out, Device::kCpu, logits_ + static_cast<size_t>(row) * Vl_, device_,
+             static_cast<size_t>(rows) * Vl_ * sizeof(float));
+  if (device_ == Device::kCuda) stream_sync(k_->stream());
+}
+
+// base: the zeroed host buffer of the whole layout.
+void GPT::init_weights_host(uint64_t seed, float* base) const {
   std::vector<float> full;
   for (size_t i = 0; i < specs_.size(); i++) {
     const ParamSpec& s = specs_[i];
-    float* p = params_.data() + s.offset;
+    float* p = base + s.offset;
     if (s.init_std > 0) {
       // The whole tensor from its own stream, then this part's slice.
       full.resize(s.full_numel());

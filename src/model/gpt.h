@@ -38,19 +38,30 @@
 // keeps the float* from params() and writes through it later must call refresh_bf16_weights().
 // The bf16 copies of the GEMM inputs made in forward (ln1, atty, ln2, fch_gelu, lnf) are kept for
 // backward, which never converts them again. kFp32 runs exactly the fp32 code (bit for bit).
+//
+// Device (train.device): every parameter, gradient and activation lives on one device, and every
+// computation runs through that device's KernelBackend (kernels/backend.h); the model itself has no
+// loop over tensor data. Device::kCpu runs the CPU kernels exactly as before. Device::kCuda keeps
+// the buffers in GPU memory: params(), grads(), logits(), losses(), input_buffer() and output() are
+// then DEVICE pointers; host code reads and writes through copy_params_to_host / load_params /
+// copy_grads_to_host / copy_logits_to_host. The host-side contract is unchanged: token ids and
+// targets passed to forward() are host arrays, validated on the host before they are copied over,
+// and forward() returns the mean loss on the host (one read-back of the per-row losses).
 #pragma once
 #include <cstdint>  // uint64_t
 #include <functional>  // std::function
 #include <string>
 #include <vector>
 
-#include "base/aligned.h"        // AlignedBuffer
 #include "base/bf16.h"           // bf16_t
+#include "base/device_array.h"   // DeviceArray, Device
 #include "base/dtype.h"              // DType
 #include "config/model_config.h"   // ModelConfig
 #include "model/bf16_weight_cache.h"  // Bf16WeightCache
 #include "model/param_layout.h"    // ParamSpec, ParamKind, ModelShard
 #include "model/tensor_regions.h"  // TensorRegions
+
+namespace ms { class KernelBackend; }
 
 namespace ms {
 
@@ -82,8 +93,12 @@ class GPT {
   // shard: this process's part of a tensor-parallel model (default: the whole model); a model
   // with shard.parts > 1 needs set_tensor_regions() before its first forward.
   // activation_slots: saved-activation sets (micro-batches in flight between forward and backward).
+  // device: where the tensors live and the kernels run (kCuda: throws a named error unless a GPU opens).
   GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32, const ModelShard& shard = {},
-      int activation_slots = 1);
+      int activation_slots = 1, Device device = Device::kCpu);
+  ~GPT();
+  Device device() const { return device_; }
+  KernelBackend& kernels() const { return *k_; }
 
   // The ranks' meeting points (tensor_regions.h); nullptr restores the one-rank identity. Not owned.
   void set_tensor_regions(TensorRegions* r) { regions_ = r ? r : &identity_regions_; }
@@ -145,6 +160,13 @@ class GPT {
   const float* grads() const { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
   const ParamSpec& spec(const std::string& name) const;
+  // Host copies, for any device (checkpoints, export, sampling, tests): all num_params() elements.
+  void copy_params_to_host(float* out) const { params_.download(out, params_.size()); }
+  void copy_grads_to_host(float* out) const { grads_.download(out, grads_.size()); }
+  // Writes the parameters from host memory (the bf16 weight copy goes stale).
+  void load_params(const float* host);
+  // Rows [row, row + rows) of the selected slot's logits (Vl columns each) into host memory.
+  void copy_logits_to_host(int row, int rows, float* out) const;
 
   DType precision() const { return precision_; }
   // bf16 mode: converts the fp32 master weights into the bf16 copy now (forward() does it by
@@ -190,7 +212,10 @@ class GPT {
   void embedding_forward(const int* inputs, int B, int T);
   void embedding_backward(int B, int T);
   void lm_head_forward(const float* x, int N);
-  float cross_entropy(const int* targets, int N, float dloss);
+  // targets: the device copy; host_targets: the caller's host array (same values).
+  float cross_entropy(const int* targets, const int* host_targets, int N, float dloss);
+  // The whole layout's initial values into host memory p (init_weights).
+  void init_weights_host(uint64_t seed, float* p) const;
   void lm_head_backward(int N);
   // The bias of a row-parallel layer (replicated): added by part 0 only, so the sum over parts holds it once.
   const float* row_parallel_bias(const float* b) const { return shard_.index == 0 ? b : nullptr; }
@@ -210,11 +235,13 @@ class GPT {
   std::vector<ParamSpec> specs_;
   std::vector<size_t> block_offset_;  // offset of each block's first tensor
   size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
-  AlignedBuffer<float> params_, grads_;
+  Device device_ = Device::kCpu;
+  KernelBackend* k_ = nullptr;  // the device's kernels (not owned)
+  DeviceArray<float> params_, grads_;
 
   // Activations and backward scratch, carved out of one buffer.
-  AlignedBuffer<float> acts_;
-  AlignedBuffer<int> inputs_all_, targets_;
+  DeviceArray<float> acts_;
+  DeviceArray<int> inputs_all_, targets_;
   int* inputs_ = nullptr;     // (N) the selected slot's token ids
   float* encoded_ = nullptr;  // (n,C) block 0 input
   std::vector<BlockActs> blocks_;
@@ -236,7 +263,7 @@ class GPT {
   RangeHook grad_ready_, param_wait_;
   // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
   size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
-  AlignedBuffer<bf16_t> acts_bf16_;
+  DeviceArray<bf16_t> acts_bf16_;
   struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
   std::vector<BlockActsBf16> blocks_bf16_;
   // lnf's bf16 copy; dlogits in bf16 (N,Vl); converted output gradients: dout16 (N, max(C, Fl)) and

@@ -3,14 +3,8 @@
 // gradient. Input-gradient GEMMs run on row chunks inside the regions (pipelined with their
 // communication); weight-gradient GEMMs and bias sums run once over all rows, so the gradients do
 // not depend on how many chunks the regions use.
-#include <algorithm>  // std::fill
-#include <cstring>    // std::memcpy
-
-#include "base/check.h"          // MS_CHECK
-#include "kernels/attention.h"   // attention_backward
-#include "kernels/gelu.h"        // bias_gelu_backward
-#include "kernels/layernorm.h"   // layernorm_backward
-#include "kernels/matmul.h"      // add_column_sums
+#include "base/check.h"        // MS_CHECK
+#include "kernels/backend.h"   // KernelBackend
 #include "model/gpt.h"
 
 namespace ms {
@@ -39,17 +33,17 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
   const float* dout = regions_->gather_rows(dres_, dres_full_, n, C, [&](int lo, int hi) {
     linear_data_grad_rows(dfch_, dres_full_, dout_bf16_, bf16, p.fc_proj_w, lo, hi, Fl, C, false);
     const size_t r = static_cast<size_t>(lo) * Fl;
-    bias_gelu_backward(dfch_ + r, nullptr, dfch_ + r, a.fch + r, hi - lo, Fl);
+    k_->bias_gelu_backward(dfch_ + r, nullptr, dfch_ + r, a.fch + r, hi - lo, Fl);
   });
   linear_weight_grad(g.fc_proj_w, g.fc_proj_b, dout, dout_bf16_, a.fch_gelu, ab.fch_gelu, N, Fl, C);
-  add_column_sums(g.fc_b, dfch_, N, Fl);
+  k_->add_column_sums(g.fc_b, dfch_, N, Fl);
   const float* ln_mlp = par ? a.ln1 : a.ln2;
   const bf16_t* ln_mlp16 = par ? ab.ln1 : ab.ln2;
   if (par) {
     // Parallel block: the attention branch sees the same output gradient (already gathered).
     linear_data_grad_rows(datty_, dout, dout_bf16_, false, p.attn_proj_w, 0, N, Cl, C, false);
     linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dout, dout_bf16_, a.atty, ab.atty, N, Cl, C);
-    (bf16 ? attention_backward_bf16 : attention_backward)(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+    k_->attention_backward(bf16, dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
     // The shared LayerNorm's output gradient sums both branches: fc's and qkv's input gradients,
     // row chunk by row chunk, each leaving as soon as it is complete (reduce fused with fc).
     regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
@@ -59,7 +53,7 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
       linear_weight_grad(g.fc_w, nullptr, dfch_, dout_bf16_, ln_mlp, ln_mlp16, N, C, Fl);
       linear_weight_grad(g.qkv_w, g.qkv_b, dqkv_, dqkv_bf16_, a.ln1, ab.ln1, N, C, 3 * Cl);
     });
-    layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
+    k_->layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
     return;
   }
   // Sequential block: MLP sub-block's input gradient leaves (reduce fused with fc), LN2, then
@@ -68,47 +62,28 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
     linear_data_grad_rows(dln_, dfch_, dout_bf16_, bf16, p.fc_w, lo, hi, C, Fl, false);
   }, [&] { linear_weight_grad(g.fc_w, nullptr, dfch_, dout_bf16_, ln_mlp, ln_mlp16, N, C, Fl); });
   // dres += LN2 backward: dres becomes dLoss/d(res_att).
-  layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_local_, a.res_att, p.ln2_w, a.ln2_mean, a.ln2_rstd, n, C);
+  k_->layernorm_backward(dres_, g.ln2_w, g.ln2_b, dln_local_, a.res_att, p.ln2_w, a.ln2_mean, a.ln2_rstd, n, C);
   const float* dres_att = regions_->gather_rows(dres_, dres_full_, n, C, [&](int lo, int hi) {
     linear_data_grad_rows(datty_, dres_full_, dout_bf16_, bf16, p.attn_proj_w, lo, hi, Cl, C, false);
   });
   linear_weight_grad(g.attn_proj_w, g.attn_proj_b, dres_att, dout_bf16_, a.atty, ab.atty, N, Cl, C);
-  (bf16 ? attention_backward_bf16 : attention_backward)(dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
+  k_->attention_backward(bf16, dqkv_, datty_, a.qkv, a.atty, a.att_lse, B, T, Cl, NHl_, W);
   regions_->reduce_rows(dln_, dln_local_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
     linear_data_grad_rows(dln_, dqkv_, dqkv_bf16_, bf16, p.qkv_w, lo, hi, C, 3 * Cl, false);
   }, [&] { linear_weight_grad(g.qkv_w, g.qkv_b, dqkv_, dqkv_bf16_, a.ln1, ab.ln1, N, C, 3 * Cl); });
-  layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
+  k_->layernorm_backward(dres_, g.ln1_w, g.ln1_b, dln_local_, x, p.ln1_w, a.ln1_mean, a.ln1_rstd, n, C);
 }
 
 // dwpe[position] += dres on this part's rows; dwte[id - v0] += the gathered rows whose id this
-// part holds. Parallel over channel blocks so every (row, c) is summed by one thread in row
-// order: deterministic, and independent of the regions' chunking (the sums run after the gather).
+// part holds, each element summed in row order (the backend's embedding_backward): deterministic,
+// and independent of the regions' chunking (the sums run after the gather).
 void GPT::embedding_backward(int B, int T) {
   const int N = B * T, n = local_rows(B, T), C = C_;
   float* dwte = grads_.data() + wte_;
   float* dwpe = grads_.data() + wpe_;
   const int row0 = rows_exchanged_ ? shard_.index * n : 0;
   const float* d = regions_->gather_rows(dres_, dres_full_, n, C, [](int, int) {});
-  const int* inp = inputs_;
-  const int v0 = v0_, v1 = v0_ + Vl_;
-  constexpr int kBlock = 32;
-  const int nblocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < nblocks; blk++) {
-    const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
-    for (int i = 0; i < n; i++) {
-      const float* di = dres_ + static_cast<size_t>(i) * C;
-      float* pe = dwpe + static_cast<size_t>((row0 + i) % T) * C;
-      for (int c = c0; c < c1; c++) pe[c] += di[c];
-    }
-    for (int i = 0; i < N; i++) {
-      const int id = inp[i];
-      if (id < v0 || id >= v1) continue;
-      const float* di = d + static_cast<size_t>(i) * C;
-      float* we = dwte + static_cast<size_t>(id - v0) * C;
-      for (int c = c0; c < c1; c++) we[c] += di[c];
-    }
-  }
+  k_->embedding_backward(dwte, dwpe, d, dres_, inputs_, N, n, C, T, row0, v0_, v0_ + Vl_);
 }
 
 void GPT::backward(const float* dout) {
@@ -124,11 +99,11 @@ void GPT::backward(const float* dout) {
     // LM head (tied to wte) and final LayerNorm.
     const float* x_last = blocks_[L_ - 1].out;
     lm_head_backward(N);
-    std::fill(dres_, dres_ + static_cast<size_t>(n) * C, 0.0f);
-    layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
+    k_->fill(dres_, 0.0f, static_cast<size_t>(n) * C);
+    k_->layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
     if (grad_ready_) grad_ready_(lnf_w_, params_.size());
   } else {
-    std::copy(dout, dout + static_cast<size_t>(n) * C, dres_);
+    k_->copy(dres_, dout, static_cast<size_t>(n) * C);
   }
 
   for (int l = L_ - 1; l >= 0; l--) {

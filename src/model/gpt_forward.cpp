@@ -1,15 +1,8 @@
 // gpt_forward.cpp: GPT::forward, layer by layer (see gpt.h for the dimension letters and the
 // tensor-parallel regions). Every region is written once: with one part each gather_rows /
 // reduce_rows is an identity that runs its callback over all rows.
-#include <algorithm>  // std::copy
-#include <cstring>    // std::memcpy
-
-#include "base/check.h"                           // MS_CHECK
-#include "kernels/attention.h"                    // attention_forward
-#include "kernels/cross_entropy.h"                // softmax_cross_entropy_forward_backward[_bf16]
-#include "kernels/gelu.h"                         // bias_gelu_forward[_bf16]
-#include "kernels/layernorm.h"                    // layernorm_forward
-#include "kernels/vocab_parallel_cross_entropy.h" // vocab_shard_*
+#include "base/check.h"        // MS_CHECK
+#include "kernels/backend.h"   // KernelBackend
 #include "model/gpt.h"
 
 namespace ms {
@@ -24,22 +17,10 @@ void GPT::embedding_forward(const int* inputs, int B, int T) {
   float* part = partial_for(encoded_);
   const int v0 = v0_, v1 = v0_ + Vl_;
   regions_->reduce_rows(part, encoded_, n, C, /*accumulate=*/false, [&](int lo, int hi) {
-#pragma omp parallel for schedule(static)
-    for (int i = lo; i < hi; i++) {
-      float* o = part + static_cast<size_t>(i) * C;
-      const int id = inputs[i];
-      if (id >= v0 && id < v1) std::memcpy(o, wte + static_cast<size_t>(id - v0) * C, sizeof(float) * C);
-      else std::fill(o, o + C, 0.0f);
-    }
+    k_->embedding_lookup(part, inputs, wte, lo, hi, C, v0, v1);
   }, [] {});
   const int row0 = rows_exchanged_ ? shard_.index * n : 0;
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < n; i++) {
-    float* o = encoded_ + static_cast<size_t>(i) * C;
-    const float* pe = wpe + static_cast<size_t>((row0 + i) % T) * C;
-#pragma omp simd
-    for (int c = 0; c < C; c++) o[c] += pe[c];
-  }
+  k_->add_position_embedding(encoded_, wpe, n, C, T, row0);
 }
 
 void GPT::block_forward(int l, const float* x, int B, int T) {
@@ -53,7 +34,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   // rows are exchanged (the gathered rows then land in `full`), else `full` itself.
   auto layernorm_in = [&](float* full, float* mean, float* rstd, const float* in, const float* w, const float* b) {
     float* own = rows_exchanged_ ? ln_local_ : full;
-    layernorm_forward(own, mean, rstd, in, w, b, n, C);
+    k_->layernorm_forward(own, mean, rstd, in, w, b, n, C);
     return own;
   };
   // The MLP: fc on rows as they arrive (fused with the gather), GeLU and fc_proj on rows before
@@ -64,8 +45,8 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   };
   auto gelu_fc_proj_rows = [&](float* part, bool accumulate, int lo, int hi) {
     const size_t r = static_cast<size_t>(lo) * Fl;
-    if (bf16) bias_gelu_forward_bf16(ab.fch_gelu + r, a.fch + r, nullptr, hi - lo, Fl);
-    else bias_gelu_forward(a.fch_gelu + r, a.fch + r, p.fc_b, hi - lo, Fl);
+    if (bf16) k_->bias_gelu_forward_bf16(ab.fch_gelu + r, a.fch + r, nullptr, hi - lo, Fl);
+    else k_->bias_gelu_forward(a.fch_gelu + r, a.fch + r, p.fc_b, hi - lo, Fl);
     linear_rows(part, a.fch_gelu, ab.fch_gelu, false, p.fc_proj_w, row_parallel_bias(p.fc_proj_b), lo, hi, Fl, C,
                 accumulate);
   };
@@ -76,9 +57,9 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
     // (Rows arrive in a.ln1 whether or not they are exchanged: see layernorm_in.)
     ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) { fc_rows(a.ln1, ab.ln1, lo, hi); });
     linear_rows(a.qkv, ln1, ab.ln1, /*convert=*/false, p.qkv_w, p.qkv_b, 0, N, C, 3 * Cl, false);
-    (bf16 ? attention_forward_bf16 : attention_forward)(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+    k_->attention_forward(bf16, a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
     // out = x + attention + MLP: one part adds them onto x directly; parts sum partials first.
-    std::memcpy(a.out, x, sizeof(float) * n * C);
+    k_->copy(a.out, x, static_cast<size_t>(n) * C);
     float* part = partial_for(a.out);
     linear_rows(part, a.atty, ab.atty, true, p.attn_proj_w, row_parallel_bias(p.attn_proj_b), 0, N, Cl, C,
                 /*accumulate=*/part == a.out);
@@ -90,8 +71,8 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   ln1 = regions_->gather_rows(ln1, a.ln1, n, C, [&](int lo, int hi) {
     linear_rows(a.qkv, a.ln1, ab.ln1, bf16, p.qkv_w, p.qkv_b, lo, hi, C, 3 * Cl, false);
   });
-  (bf16 ? attention_forward_bf16 : attention_forward)(a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
-  std::memcpy(a.res_att, x, sizeof(float) * n * C);
+  k_->attention_forward(bf16, a.atty, a.att_lse, a.qkv, B, T, Cl, NHl_, W);
+  k_->copy(a.res_att, x, static_cast<size_t>(n) * C);
   float* part = partial_for(a.res_att);
   regions_->reduce_rows(part, a.res_att, n, C, /*accumulate=*/true, [&](int lo, int hi) {
     linear_rows(part, a.atty, ab.atty, bf16, p.attn_proj_w, row_parallel_bias(p.attn_proj_b), lo, hi, Cl, C,
@@ -99,7 +80,7 @@ void GPT::block_forward(int l, const float* x, int B, int T) {
   }, [] {});
   const float* ln2 = layernorm_in(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_att, p.ln2_w, p.ln2_b);
   regions_->gather_rows(ln2, a.ln2, n, C, [&](int lo, int hi) { fc_rows(a.ln2, ab.ln2, lo, hi); });
-  std::memcpy(a.out, a.res_att, sizeof(float) * n * C);
+  k_->copy(a.out, a.res_att, static_cast<size_t>(n) * C);
   part = partial_for(a.out);
   regions_->reduce_rows(part, a.out, n, C, /*accumulate=*/true,
                         [&](int lo, int hi) { gelu_fc_proj_rows(part, part == a.out, lo, hi); }, [] {});
@@ -109,7 +90,7 @@ void GPT::lm_head_forward(const float* x, int N) {
   const int n = local_rows(1, N), C = C_;
   const float* P = params_.data();
   float* own = rows_exchanged_ ? ln_local_ : lnf_;
-  layernorm_forward(own, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, n, C);
+  k_->layernorm_forward(own, lnf_mean_, lnf_rstd_, x, P + lnf_w_, P + lnf_b_, n, C);
   // The LM head is the (vocabulary-parallel) token embedding: logits (N, Vl) for all rows.
   const float* lnf = regions_->gather_rows(own, lnf_, n, C, [&](int lo, int hi) {
     linear_rows(logits_, lnf_, lnf_bf16_, precision_ == DType::kBF16, P + wte_, nullptr, lo, hi, C, Vl_, false);
@@ -117,32 +98,27 @@ void GPT::lm_head_forward(const float* x, int N) {
   MS_CHECK(lnf == lnf_, "GPT: LM head input is not the gathered buffer");
 }
 
-float GPT::cross_entropy(const int* targets, int N, float dloss) {
+float GPT::cross_entropy(const int* targets, const int* host_targets, int N, float dloss) {
   const bool bf16_grad = precision_ == DType::kBF16 && dloss != 0.0f;  // the LM head's backward reads bf16
   if (shard_.parts == 1) {
     if (bf16_grad) {
-      softmax_cross_entropy_forward_backward_bf16(losses_, dlogits_bf16_, logits_, targets, N, V_, Vp_, dloss);
+      k_->softmax_cross_entropy_bf16(losses_, dlogits_bf16_, logits_, targets, N, V_, Vp_, dloss);
     } else {
-      softmax_cross_entropy_forward_backward(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, targets, N, V_,
-                                             Vp_, dloss);
+      k_->softmax_cross_entropy(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, targets, N, V_, Vp_, dloss);
     }
   } else {  // vocabulary-parallel: max, then sum-exp and target logit, reduced over the parts
-    vocab_shard_row_max(ce_max_, logits_, targets, N, V_, Vl_, v0_);
+    k_->vocab_shard_row_max(ce_max_, logits_, targets, N, V_, Vl_, v0_);
     regions_->all_reduce_max(ce_max_, static_cast<size_t>(N));
-    vocab_shard_sum_exp(ce_sums_, logits_, ce_max_, targets, N, V_, Vl_, v0_);
+    k_->vocab_shard_sum_exp(ce_sums_, logits_, ce_max_, targets, N, V_, Vl_, v0_);
     regions_->all_reduce_sum(ce_sums_, 2 * static_cast<size_t>(N));
     if (bf16_grad)
-      vocab_shard_loss_grad_bf16(losses_, dlogits_bf16_, logits_, ce_max_, ce_sums_, targets, N, V_, Vl_, v0_, dloss);
+      k_->vocab_shard_loss_grad_bf16(losses_, dlogits_bf16_, logits_, ce_max_, ce_sums_, targets, N, V_, Vl_, v0_, dloss);
     else
-      vocab_shard_loss_grad(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, ce_max_, ce_sums_, targets, N, V_,
-                            Vl_, v0_, dloss);
+      k_->vocab_shard_loss_grad(losses_, dloss != 0.0f ? logits_ : nullptr, logits_, ce_max_, ce_sums_, targets, N,
+                                V_, Vl_, v0_, dloss);
   }
   have_dlogits_ = dloss != 0.0f;
-  double sum = 0;
-  int count = 0;
-  for (int i = 0; i < N; i++)
-    if (targets[i] >= 0) { sum += losses_[i]; count++; }
-  return count ? static_cast<float>(sum / count) : 0.0f;
+  return k_->masked_loss_mean(losses_, host_targets, N);
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T, float dloss) {
@@ -156,9 +132,15 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   if (has_emb_) {
     for (int i = 0; i < N; i++)
       MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
-    std::copy(inputs, inputs + N, inputs_);
+    copy_bytes(inputs_, device_, inputs, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
   }
-  if (targets && has_head_) std::copy(targets, targets + N, targets_.data());
+  // The CPU cross-entropy validates targets itself; a device kernel cannot throw, so they are checked here.
+  if (targets && has_head_ && device_ != Device::kCpu)
+    for (int i = 0; i < N; i++)
+      MS_CHECK(targets[i] >= -1 && targets[i] < V_, "GPT::forward: target {} at {} is outside [0, {}) (or -1: ignored)",
+               targets[i], i, V_);
+  if (targets && has_head_)
+    copy_bytes(targets_.data(), device_, targets, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
   B_ = B; T_ = T;
   const bool bf16 = precision_ == DType::kBF16;
   const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;
@@ -189,7 +171,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   }
   lm_head_forward(x, N);
   if (!targets) return 0.0f;
-  return cross_entropy(targets_.data(), N, dloss);
+  return cross_entropy(targets_.data(), targets, N, dloss);
 }
 
 }  // namespace ms

@@ -5,6 +5,7 @@
 
 #include <cmath>       // std::isfinite
 #include <filesystem>  // std::filesystem
+#include <vector>
 
 #include <fmt/ranges.h>         // fmt::join
 #include <nlohmann/json.hpp>  // nlohmann::json
@@ -27,7 +28,13 @@ void export_hf(const GPT& model, const std::string& dir) {
            model.first_layer(), model.first_layer() + model.num_layers());
   MS_CHECK(model.shard().parts == 1, "export {}: the model is part {} of {}; export the whole model (gathered over the "
            "tensor-parallel group) with export_hf(config, params, dir)", dir, model.shard().index, model.shard().parts);
-  export_hf(model.config(), model.params(), dir);
+  if (model.device() == Device::kCpu) {
+    export_hf(model.config(), model.params(), dir);
+    return;
+  }
+  std::vector<float> host(model.num_params());  // a GPU model: its host copy
+  model.copy_params_to_host(host.data());
+  export_hf(model.config(), host.data(), dir);
 }
 
 void export_hf(const ModelConfig& cfg, const float* P, const std::string& dir) {
@@ -77,7 +84,8 @@ void import_hf(GPT& model, const std::string& dir) {
   const std::string path = (fs::path(dir) / "model.safetensors").string();
   StFile f = load_safetensors(path);
   const ModelConfig& cfg = model.config();
-  float* P = model.params();
+  std::vector<float> host(model.device() == Device::kCpu ? 0 : model.num_params());
+  float* P = model.device() == Device::kCpu ? model.params() : host.data();  // a GPU model: written through host memory
   for (const ParamSpec& s : model.param_specs()) {
     auto it = f.tensors.find(s.name);
     MS_CHECK(it != f.tensors.end(), "{}: missing tensor '{}'", path, s.name);
@@ -102,6 +110,7 @@ void import_hf(GPT& model, const std::string& dir) {
         std::fill(p + t.numel(), p + s.numel(), 0.0f);
     }
   }
+  if (model.device() != Device::kCpu) model.load_params(host.data());
 }
 
 }  // namespace ms

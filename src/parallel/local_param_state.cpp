@@ -1,9 +1,7 @@
 // local_param_state.cpp: see local_param_state.h.
 #include "parallel/local_param_state.h"
 
-#include <algorithm>  // std::fill_n
-#include <cstring>    // std::memcpy
-
+#include "kernels/optim_kernels.h" // cuda_optim_kernels
 #include "obs/trace_sink.h"        // TraceScope
 #include "optim/decay_policy.h"    // optimizer_tensors
 #include "optim/grad_norm.h"       // grad_sq_sum
@@ -11,7 +9,8 @@
 namespace ms {
 
 LocalParamState::LocalParamState(GPT& model, const OptimConfig& optim)
-    : model_(model), optimizer_(optim, optimizer_tensors(model.param_specs(), optim), model.num_params()) {}
+    : model_(model),
+      optimizer_(optim, optimizer_tensors(model.param_specs(), optim), model.num_params(), model.device()) {}
 
 void LocalParamState::begin_step() {
   if (!grads_zeroed_) model_.zero_grad();  // the optimizer clears them in its pass
@@ -42,11 +41,15 @@ std::vector<ParamTensor> LocalParamState::owned_views(const std::vector<char>& w
 
 double LocalParamState::grad_sq_sum(const std::vector<char>* counted) {
   const GPT& m = model_;
-  if (!counted) return ms::grad_sq_sum(m.grads(), m.num_params());
+  // The same sums on the GPU: fixed-order reductions in double (kernels/optim_kernels.h).
+  auto sq = [&m](const float* g, size_t n) {
+    return m.device() == Device::kCuda ? cuda_optim_kernels().sum_squares(g, n) : ms::grad_sq_sum(g, n);
+  };
+  if (!counted) return sq(m.grads(), m.num_params());
   double s = 0;
   const auto& specs = m.param_specs();
   for (size_t i = 0; i < specs.size(); i++)
-    if ((*counted)[i]) s += ms::grad_sq_sum(m.grads() + specs[i].offset, specs[i].numel());
+    if ((*counted)[i]) s += sq(m.grads() + specs[i].offset, specs[i].numel());
   return s;
 }
 
@@ -61,19 +64,15 @@ void LocalParamState::update(float lr, float grad_scale) {
 }
 
 void LocalParamState::reset_from_model() {
-  const size_t n = model_.num_params();
-  std::fill_n(optimizer_.moment1(), n, 0.0f);
-  std::fill_n(optimizer_.moment2(), n, 0.0f);
+  optimizer_.zero_moments();
   optimizer_.set_steps_taken(0);
   grads_zeroed_ = false;
 }
 
 void LocalParamState::load_state(const float* params, const float* m, const float* v, int steps_taken) {
-  const size_t n = model_.num_params();
-  std::memcpy(optimizer_.moment1(), m, n * sizeof(float));
-  std::memcpy(optimizer_.moment2(), v, n * sizeof(float));
+  optimizer_.load_moments(m, v);
   optimizer_.set_steps_taken(steps_taken);
-  std::memcpy(model_.params(), params, n * sizeof(float));  // non-const params(): the bf16 copy goes stale
+  model_.load_params(params);  // the bf16 copy goes stale
   grads_zeroed_ = false;
 }
 
@@ -83,6 +82,15 @@ void LocalParamState::append_state_runs(int chunk, const std::vector<char>& owne
   const float* P = static_cast<const GPT&>(model_).params();
   const float* M = optimizer_.moment1();
   const float* V = optimizer_.moment2();
+  if (model_.device() != Device::kCpu) {  // checkpoints read host memory: copies, valid until the next call
+    const size_t n = model_.num_params();
+    host_params_.resize(n);
+    host_m_.resize(n);
+    host_v_.resize(n);
+    model_.copy_params_to_host(host_params_.data());
+    optimizer_.copy_moments_to_host(host_m_.data(), host_v_.data());
+    P = host_params_.data(), M = host_m_.data(), V = host_v_.data();
+  }
   for (size_t i = 0; i < specs.size(); i++) {
     if (!owned[i]) continue;
     const size_t at = specs[i].offset;

@@ -3,10 +3,13 @@
 // master weights and the gradients; the optimizer (AdamW fuses clipping, the update, the bf16
 // weight copy and zeroing the gradients into one pass) holds the moments. With tensor parallelism
 // the optimizer's LAMB norms are reduced by the hook the caller installs.
+// On a GPU (train.device = cuda) the model's buffers and the moments are device memory: the norm and
+// the update run there, and checkpoints read host copies made by append_state_runs.
 // Guarantees: the same arithmetic, in the same order, as a single-process step of the model.
 #pragma once
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "config/optim_config.h"  // OptimConfig
 #include "model/gpt.h"            // GPT
@@ -46,6 +49,7 @@ class LocalParamState final : public ParamState {
   Optimizer optimizer_;
   bool grads_zeroed_ = false;  // the last update left the gradient buffer zero (fused in its pass)
   std::function<void(float*)> combine_;
+  std::vector<float> host_params_, host_m_, host_v_;  // device runs: what the last append_state_runs read
 };
 
 }  // namespace ms

@@ -9,6 +9,7 @@
 
 #include "base/check.h"                   // MS_CHECK
 #include "comm/communicator.h"            // Communicator
+#include "kernels/backend.h"               // KernelBackend::fill
 #include "parallel/dp/zero_dp.h"          // ZeroDataParallel
 #include "parallel/local_param_state.h"   // LocalParamState
 #include "parallel/pp/pipeline_stage.h"   // PipelineStage
@@ -46,6 +47,9 @@ ParallelModel::ParallelModel(const Config& cfg, Communicator* dp, Communicator* 
     : cfg_(cfg), pp_(size_of(pp) > 1 ? pp : nullptr), embedding_(embedding), tp_comm_(tp),
       stage_(pp_ ? pp_->rank() : 0), dp_size_(size_of(dp)) {
   const int P = size_of(pp_), v = pp_ ? cfg.parallel.virtual_stages : 1;
+  MS_CHECK(cfg.train.device == Device::kCpu || (dp_size_ == 1 && size_of(tp) == 1 && P == 1),
+           "train.device='cuda' trains in one process for now: this rank has dp={} tp={} pp={} (3D parallelism on "
+           "GPUs is not built yet; use train.device='cpu')", dp_size_, size_of(tp), P);
   const ScheduleSpec spec = schedule_spec(cfg, P);
   validate_schedule(spec, cfg.model.n_layer);
   const PipelineSchedule sch = build_schedule(spec);
@@ -65,7 +69,7 @@ void ParallelModel::build_chunk(Chunk& k, int c, Communicator* dp, Communicator*
   const Config& cfg = cfg_;
   const int P = size_of(pp_), G = P * (pp_ ? cfg.parallel.virtual_stages : 1);
   k.model = std::make_unique<GPT>(cfg.model, cfg.train.batch_size, cfg.train.seq_len, cfg.train.precision,
-                                  chunk_shard(cfg, tp, c * P + stage_, G), slots);
+                                  chunk_shard(cfg, tp, c * P + stage_, G), slots, cfg.train.device);
   GPT& m = *k.model;
   if (init_weights) m.init_weights(static_cast<uint64_t>(cfg.train.seed));
   if (size_of(tp) > 1) {
@@ -149,7 +153,8 @@ double ParallelModel::sum_loss(double local) {
 }
 
 void ParallelModel::poison_grads() {
-  for (Chunk& k : chunks_) std::fill_n(k.state->owned_grads(), k.state->owned_size(), std::nanf(""));
+  // The owner's buffer lives on the model's device (ZeRO's shard: host memory, on the CPU only).
+  for (Chunk& k : chunks_) k.model->kernels().fill(k.state->owned_grads(), std::nanf(""), k.state->owned_size());
 }
 
 void ParallelModel::all_reduce_partial_grads() {
@@ -235,7 +240,8 @@ std::vector<float> ParallelModel::gather_stage_tensors(std::vector<int>& held) {
       whole_chunk = k.tp->gather_full_params();
     } else {
       const GPT& m = *k.model;
-      whole_chunk.assign(m.params(), m.params() + m.num_params());
+      whole_chunk.resize(m.num_params());
+      m.copy_params_to_host(whole_chunk.data());
     }
     ModelShard layers;
     layers.layer_begin = k.model->shard().layer_begin, layers.layer_end = k.model->shard().layer_end;

@@ -1,7 +1,6 @@
 // run_finish.cpp: see run_finish.h.
 #include "train/run_finish.h"
 
-#include <algorithm>  // std::copy
 
 #include <fmt/format.h>  // fmt::format
 
@@ -56,7 +55,7 @@ void log_sample(TrainingRun& run, const std::vector<float>& whole, const std::st
   } else if (!tp_collective && run.rank == 0) {
     if (cfg.parallel.pp > 1) {
       GPT one(cfg.model, 1, T, cfg.train.precision);
-      std::copy(whole.begin(), whole.end(), one.params());
+      one.load_params(whole.data());
       text = sample_text(one, tok, T, cfg.train.sample_tokens, seed, nullptr);
     } else {
       text = sample_text(model, tok, T, cfg.train.sample_tokens, seed, nullptr);

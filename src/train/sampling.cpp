@@ -21,7 +21,7 @@ std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens
   MS_CHECK(!split || (tp && tp->size() == model.shard().parts && tp->rank() == model.shard().index),
            "sample_text: a tensor-parallel part samples with its group");
   const int topk = 40;
-  std::vector<float> row(split ? Vp : 0);
+  std::vector<float> row(split ? Vp : 0), last(Vl);
   std::vector<int> window;
   // A sequence-parallel part needs a length its group divides: windows are padded at the end
   // (causal attention: the padding does not change the logits of the rows before it).
@@ -36,7 +36,8 @@ std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens
     window.assign(ctx.begin() + start, ctx.end());
     window.resize(run, tok.eot());
     model.forward(window.data(), nullptr, 1, run);
-    const float* logits = model.logits() + static_cast<size_t>(len - 1) * Vl;
+    model.copy_logits_to_host(len - 1, 1, last.data());  // host memory on any device
+    const float* logits = last.data();
     if (split) {  // every part's columns, in vocabulary order
       tp->all_gather(logits, row.data(), static_cast<size_t>(Vl), DType::kF32);
       logits = row.data();

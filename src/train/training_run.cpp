@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/atomic_file.h"     // write_text_atomic
+#include "base/device.h"          // require_device
 #include "ckpt/ckpt_fault.h"      // check_ckpt_fault_env
 #include "comm/world.h"           // init_world
 #include "obs/run_recorder.h"     // flush_active_recorder
@@ -71,6 +72,8 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   run.env = CommEnv::from_environment();
   CommEnv& env = run.env;
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
+  // train.device = cuda: the build option, a device that opens (names the failing call), before anything starts.
+  require_device(cfg.train.device);
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
   // obs.watchdog: before the world, so its creation is watched too.

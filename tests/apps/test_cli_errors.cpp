@@ -9,6 +9,7 @@
 #include <fstream>
 #include <vector>
 
+#include "base/device.h"  // cuda_available, cuda_built
 #include "common/test_util.h"
 
 namespace {
@@ -101,6 +102,17 @@ TEST_F(CliErrors, LearningRateNaN) {
 TEST_F(CliErrors, MissingDataPath) {
   expect_error("", "data.train is missing");
   expect_error("--data.train=" + dir + "/does_not_exist.bin", "does_not_exist.bin");
+}
+
+// train.device = cuda where it cannot run: a named error before training, naming why (the build
+// option, or the failing CUDA call when no GPU opens); with a parallel layout, the config names it.
+TEST_F(CliErrors, CudaDeviceWhereNoGpuOpens) {
+  if (ms::cuda_available()) GTEST_SKIP() << "a GPU opens here: train.device=cuda is valid";
+  expect_error("--data.train=" + dir + "/good.bin --train.device=cuda",
+               ms::cuda_built() ? "no CUDA device opens: " : "built without MEGASCALE_WITH_CUDA");
+  expect_error("--data.train=" + dir + "/good.bin --train.device=cuda --parallel.tp=2",
+               "train.device='cuda' trains in one process for now");
+  expect_error("--data.train=" + dir + "/good.bin --train.device=gpu", "train.device");
 }
 
 TEST_F(CliErrors, UnknownConfigKey) {
