@@ -16,6 +16,7 @@
 #include "base/atomic_file.h"     // write_text_atomic
 #include "base/device.h"          // require_device
 #include "ckpt/ckpt_fault.h"      // check_ckpt_fault_env
+#include "comm/placement.h"       // gather_rank_hosts, placement_report
 #include "comm/world.h"           // init_world
 #include "obs/run_recorder.h"     // flush_active_recorder
 #include "train/launch_report.h"  // write_launch_report
@@ -99,6 +100,13 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   }
   write_launch_report(cfg, run.rank, env.world_size);  // run.json for `megascale launch`'s dashboard
   run.log = std::make_unique<RunLog>(run.out_dir(), cfg.train.progress, /*silent=*/run.rank != 0);
+  // Which host each (tp, dp, pp) rank runs on, when the job spans hosts (a collective).
+  if (run.grid) {
+    const PlacementReport where =
+        placement_report(run.grid->layout(), gather_rank_hosts(run.grid->world(), this_rank_host()));
+    for (const std::string& line : where.lines) run.log->message("placement", "placement: " + line);
+    for (const std::string& w : where.warnings) run.log->message("placement", "warning: " + w);
+  }
 }
 
 void open_data(TrainingRun& run) {

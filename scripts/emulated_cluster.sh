@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# emulated_cluster.sh: N emulated hosts on this machine, for tests and for trying multi-host training
+# on one box. Runs COMMAND inside an outer network namespace of its own, where:
+#   - a bridge (address SUBNET.254, the "head node" where COMMAND runs) joins N hosts;
+#   - each host is a network namespace named by its address, SUBNET.1 .. SUBNET.N, with one veth
+#     link to the bridge, shaped in both directions to RATE (tc tbf; e.g. 1gbit, 10gbit; "none" off);
+#   - with --redis, a redis-server runs on host SUBNET.1 (port 6379) with a random password.
+# The outer namespace has no route off the machine: no packet can leave it. Everything (links,
+# namespaces, Redis, every process started inside) goes away when COMMAND exits, also on failure or
+# when this script is killed with SIGKILL: the cluster lives in a PID namespace whose first process
+# is this script, and unshare --kill-child ends it with the wrapper.
+# COMMAND sees:
+#   MS_CLUSTER_HOSTS      the hosts' addresses, comma-separated (megascale launch --hosts)
+#   MS_CLUSTER_LAUNCHER   "ip netns exec {host}" (megascale launch --host-launcher)
+#   MS_CLUSTER_STORE      redis://SUBNET.1:6379 with --redis (megascale launch --store)
+#   MEGASCALE_STORE_PASSWORD  its password, with --redis
+#   MS_CLUSTER_SELF       this script (for `link` / `flap` below)
+# Inside a cluster (from COMMAND):
+#   emulated_cluster.sh link HOST down|up   take a host's link down or up (its processes keep running)
+#   emulated_cluster.sh flap HOST SECONDS   down, sleep, up
+# Usage: scripts/emulated_cluster.sh [--hosts N] [--rate RATE] [--subnet A.B.C] [--redis] -- COMMAND [ARGS...]
+# Example (README, "Multi-host on one machine"):
+#   scripts/emulated_cluster.sh --hosts 2 --rate 1gbit --redis -- sh -c 'build/megascale launch \
+#     --hosts "$MS_CLUSTER_HOSTS" --nproc-per-host 2 --host-launcher "$MS_CLUSTER_LAUNCHER" \
+#     --store "$MS_CLUSTER_STORE" -- train configs/brown.toml --parallel.dp=2 --parallel.pp=2'
+# Needs root, or unprivileged user namespaces (then it maps the caller to root inside); iproute2
+# (ip, tc), and redis-server for --redis. Exit status: COMMAND's, or 2 for a usage or set-up error.
+set -euo pipefail
+
+die() { echo "emulated_cluster.sh: $*" >&2; exit 2; }
+
+# ---- inside a cluster: link control ----
+host_link() {  # the bridge-side veth of host address $1
+  local last="${1##*.}"
+  [[ "$last" =~ ^[0-9]+$ ]] && ip link show "v$last" >/dev/null 2>&1 || die "no emulated host '$1' here"
+  echo "v$last"
+}
+case "${1:-}" in
+  link)
+    [ "${MS_CLUSTER_INNER:-}" = 1 ] || die "link: run it from inside a cluster (COMMAND's environment)"
+    [ $# -eq 3 ] && { [ "$3" = down ] || [ "$3" = up ]; } || die "usage: link HOST down|up"
+    ip link set "$(host_link "$2")" "$3"
+    exit 0 ;;
+  flap)
+    [ "${MS_CLUSTER_INNER:-}" = 1 ] || die "flap: run it from inside a cluster (COMMAND's environment)"
+    [ $# -eq 3 ] || die "usage: flap HOST SECONDS"
+    dev=$(host_link "$2")
+    ip link set "$dev" down; sleep "$3"; ip link set "$dev" up
+    exit 0 ;;
+esac
+
+hosts=2 rate=1gbit subnet=10.77.0 redis=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hosts) hosts="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
+    --subnet) subnet="$2"; shift 2 ;;
+    --redis) redis=1; shift ;;
+    --) shift; break ;;
+    *) die "unknown option '$1' (usage: --hosts N --rate RATE --subnet A.B.C --redis -- COMMAND)" ;;
+  esac
+done
+[ $# -gt 0 ] || die "no COMMAND after --"
+[[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] || die "--hosts $hosts: must be 1..200"
+[[ "$subnet" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--subnet $subnet: must be three octets, e.g. 10.77.0"
+[[ "$rate" = none || "$rate" =~ ^[0-9]+(k|m|g)?bit$ ]] || die "--rate $rate: must be e.g. 100mbit, 1gbit, 10gbit or none"
+
+# ---- outside: re-run this script as the first process of a fresh network + mount + PID namespace ----
+if [ "${MS_CLUSTER_INNER:-}" != 1 ]; then
+  command -v unshare >/dev/null && command -v ip >/dev/null || die "needs unshare (util-linux) and ip (iproute2)"
+  user=()
+  [ "$(id -u)" = 0 ] || user=(--user --map-root-user)
+  exec unshare "${user[@]}" --net --mount --pid --fork --kill-child --mount-proc \
+    env MS_CLUSTER_INNER=1 bash "$0" --hosts "$hosts" --rate "$rate" --subnet "$subnet" \
+    $([ "$redis" = 1 ] && echo --redis) -- "$@"
+fi
+
+# ---- inside: build the cluster ----
+mount --make-rprivate / 2>/dev/null || true
+mkdir -p /run/netns && mount -t tmpfs tmpfs /run/netns  # this mount namespace's own netns folder
+ip link set lo up
+ip link add br0 type bridge
+ip addr add "$subnet.254/24" dev br0
+ip link set br0 up
+# tbf needs a bucket of at least one timer tick of traffic: 1 ms worth of the rate, at least 64 KiB.
+shape() {  # dev [netns]
+  [ "$rate" = none ] && return 0
+  local n="${rate%bit}" mult=1
+  case "$n" in *k) mult=1000; n=${n%k} ;; *m) mult=1000000; n=${n%m} ;; *g) mult=1000000000; n=${n%g} ;; esac
+  local burst=$(( n * mult / 8 / 1000 )); [ "$burst" -lt 65536 ] && burst=65536
+  ${2:+ip netns exec "$2"} tc qdisc add dev "$1" root tbf rate "$rate" burst "$burst" latency 10ms
+}
+list=""
+for i in $(seq 1 "$hosts"); do
+  h="$subnet.$i"
+  ip netns add "$h"
+  ip link add "v$i" type veth peer name "e$i"
+  ip link set "e$i" netns "$h"
+  ip netns exec "$h" ip link set lo up
+  ip netns exec "$h" ip addr add "$h/24" dev "e$i"
+  ip netns exec "$h" ip link set "e$i" up
+  ip link set "v$i" master br0 up
+  shape "v$i"        # to the host
+  shape "e$i" "$h"   # from the host
+  list="${list:+$list,}$h"
+done
+export MS_CLUSTER_HOSTS="$list" MS_CLUSTER_LAUNCHER="ip netns exec {host}" MS_CLUSTER_SELF="$(readlink -f "$0")"
+if [ "$redis" = 1 ]; then
+  command -v redis-server >/dev/null || die "--redis: redis-server is not installed"
+  pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+  dir=$(mktemp -d)
+  ip netns exec "$subnet.1" redis-server --bind "$subnet.1" --port 6379 --requirepass "$pw" --save '' \
+    --appendonly no --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
+  for _ in $(seq 1 50); do
+    ip netns exec "$subnet.1" redis-cli -h "$subnet.1" -a "$pw" --no-auth-warning ping 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+  done
+  export MS_CLUSTER_STORE="redis://$subnet.1:6379" MEGASCALE_STORE_PASSWORD="$pw"
+fi
+echo "emulated_cluster.sh: $hosts host(s) $list, links ${rate}, head node $subnet.254${MS_CLUSTER_STORE:+, store $MS_CLUSTER_STORE}" >&2
+set +e
+"$@"
+exit $?
