@@ -18,6 +18,9 @@
 # Inside a cluster (from COMMAND):
 #   emulated_cluster.sh link HOST down|up   take a host's link down or up (its processes keep running)
 #   emulated_cluster.sh flap HOST SECONDS   down, sleep, up
+#   emulated_cluster.sh rsh HOST COMMAND... run a command line inside a host (mpirun's rsh agent:
+#     mpirun --mca plm_rsh_agent "$MS_CLUSTER_SELF rsh" --host A:2,B:2 --mca btl tcp,self
+#            --mca btl_tcp_if_include SUBNET.0/24 --mca oob_tcp_if_include SUBNET.0/24 ...)
 # Usage: scripts/emulated_cluster.sh [--hosts N] [--rate RATE] [--subnet A.B.C] [--redis] -- COMMAND [ARGS...]
 # Example (README, "Multi-host on one machine"):
 #   scripts/emulated_cluster.sh --hosts 2 --rate 1gbit --redis -- sh -c 'build/megascale launch \
@@ -41,6 +44,10 @@ case "${1:-}" in
     [ $# -eq 3 ] && { [ "$3" = down ] || [ "$3" = up ]; } || die "usage: link HOST down|up"
     ip link set "$(host_link "$2")" "$3"
     exit 0 ;;
+  rsh)  # mpirun's plm_rsh_agent: rsh HOST COMMAND... runs COMMAND (a shell line) inside the host
+    [ $# -ge 3 ] || die "usage: rsh HOST COMMAND..."
+    h="$2"; shift 2
+    exec ip netns exec "$h" sh -c "$*" ;;
   flap)
     [ "${MS_CLUSTER_INNER:-}" = 1 ] || die "flap: run it from inside a cluster (COMMAND's environment)"
     [ $# -eq 3 ] || die "usage: flap HOST SECONDS"

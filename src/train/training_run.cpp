@@ -125,9 +125,13 @@ void open_data(TrainingRun& run) {
   feed_opt.dp = run.dp, feed_opt.dp_rank = run.dp_rank;
   feed_opt.needs_tokens = run.stage == 0 || run.stage == cfg.parallel.pp - 1;
   feed_opt.local_rank = env.local_rank, feed_opt.local_world_size = env.local_world_size;
-  // Several emulated hosts on one machine (the driver's executors) each have their own loader.
+  // Several emulated hosts on one machine each have their own loader: the driver's executors say
+  // their host (host_index); under mpirun or srun the network namespace tells them apart (one per
+  // emulated host, scripts/emulated_cluster.sh; on a real machine every rank shares it).
+  std::error_code no_ns;
+  const std::string netns = fs::read_symlink("/proc/self/ns/net", no_ns).string();
   feed_opt.job_key = env.run_id + "|" + env.store + "|" + fs::absolute(run.out_dir()).string() + "|" +
-                     (env.host_index >= 0 ? std::to_string(env.host_index) : "");
+                     (env.host_index >= 0 ? std::to_string(env.host_index) : "") + "|" + netns;
   feed_opt.timeout_s = cfg.data.loader_timeout_s;
   // Validation: opened (and validated) only by the ranks that use tokens; the pipeline's middle
   // stages learn the number of evaluation batches from stage 0.
