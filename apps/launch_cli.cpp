@@ -23,7 +23,8 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
                 "(--nproc), or a driven job with an executor per host, heartbeats and automatic restart (--hosts)");
   auto* nproc = cmd->add_option("-n,--nproc", opt.nproc, "number of local ranks (1..1024), without --hosts")->check(CLI::Range(1, 1024));
   auto* hosts = cmd->add_option("--hosts", a.hosts, "driver mode: hosts, one executor each, e.g. localhost*3 or a,b,c "
-                                "(localhost entries run on this machine)");
+                                "(localhost entries run on this machine); NAME=ADDRESS binds the ranks of host NAME to "
+                                "ADDRESS (or NAME=auto: the address on the host's interface), e.g. h1=10.0.0.1");
   nproc->excludes(hosts);
   cmd->add_option("--nproc-per-host", d.nproc_per_host, "driver mode: ranks per host")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd->add_option("--spare-hosts", d.spare_hosts, "driver mode: the last K hosts wait as spares for excluded ones")

@@ -4,7 +4,9 @@
 #   - a bridge (address SUBNET.254, the "head node" where COMMAND runs) joins N hosts;
 #   - each host is a network namespace named by its address, SUBNET.1 .. SUBNET.N, with one veth
 #     link to the bridge, shaped in both directions to RATE (tc tbf; e.g. 1gbit, 10gbit; "none" off);
-#   - with --redis, a redis-server runs on host SUBNET.1 (port 6379) with a random password.
+#   - with --redis, a redis-server runs on host SUBNET.1 (port 6379) with a random password;
+#   - with --slurm, a Slurm cluster: munged and slurmctld on the head node, one slurmd per host in
+#     the host's namespace (node hI at SUBNET.I, partition "emu"); srun / sbatch work from COMMAND.
 # The outer namespace has no route off the machine: no packet can leave it. Everything (links,
 # namespaces, Redis, every process started inside) goes away when COMMAND exits, also on failure or
 # when this script is killed with SIGKILL: the cluster lives in a PID namespace whose first process
@@ -15,19 +17,20 @@
 #   MS_CLUSTER_STORE      redis://SUBNET.1:6379 with --redis (megascale launch --store)
 #   MEGASCALE_STORE_PASSWORD  its password, with --redis
 #   MS_CLUSTER_SELF       this script (for `link` / `flap` below)
+#   SLURM_CONF            with --slurm: the cluster's slurm.conf (node names h1 .. hN)
 # Inside a cluster (from COMMAND):
 #   emulated_cluster.sh link HOST down|up   take a host's link down or up (its processes keep running)
 #   emulated_cluster.sh flap HOST SECONDS   down, sleep, up
 #   emulated_cluster.sh rsh HOST COMMAND... run a command line inside a host (mpirun's rsh agent:
 #     mpirun --mca plm_rsh_agent "$MS_CLUSTER_SELF rsh" --host A:2,B:2 --mca btl tcp,self
 #            --mca btl_tcp_if_include SUBNET.0/24 --mca oob_tcp_if_include SUBNET.0/24 ...)
-# Usage: scripts/emulated_cluster.sh [--hosts N] [--rate RATE] [--subnet A.B.C] [--redis] -- COMMAND [ARGS...]
+# Usage: scripts/emulated_cluster.sh [--hosts N] [--rate RATE] [--subnet A.B.C] [--redis] [--slurm] -- COMMAND [ARGS...]
 # Example (README, "Multi-host on one machine"):
 #   scripts/emulated_cluster.sh --hosts 2 --rate 1gbit --redis -- sh -c 'build/megascale launch \
 #     --hosts "$MS_CLUSTER_HOSTS" --nproc-per-host 2 --host-launcher "$MS_CLUSTER_LAUNCHER" \
 #     --store "$MS_CLUSTER_STORE" -- train configs/brown.toml --parallel.dp=2 --parallel.pp=2'
 # Needs root, or unprivileged user namespaces (then it maps the caller to root inside); iproute2
-# (ip, tc), and redis-server for --redis. Exit status: COMMAND's, or 2 for a usage or set-up error.
+# (ip, tc), redis-server for --redis, slurm-wlm and munge for --slurm. Exit status: COMMAND's, or 2 for a usage or set-up error.
 set -euo pipefail
 
 die() { echo "emulated_cluster.sh: $*" >&2; exit 2; }
@@ -56,13 +59,14 @@ case "${1:-}" in
     exit 0 ;;
 esac
 
-hosts=2 rate=1gbit subnet=10.77.0 redis=0
+hosts=2 rate=1gbit subnet=10.77.0 redis=0 slurm=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --subnet) subnet="$2"; shift 2 ;;
     --redis) redis=1; shift ;;
+    --slurm) slurm=1; shift ;;
     --) shift; break ;;
     *) die "unknown option '$1' (usage: --hosts N --rate RATE --subnet A.B.C --redis -- COMMAND)" ;;
   esac
@@ -79,7 +83,7 @@ if [ "${MS_CLUSTER_INNER:-}" != 1 ]; then
   [ "$(id -u)" = 0 ] || user=(--user --map-root-user)
   exec unshare "${user[@]}" --net --mount --pid --fork --kill-child --mount-proc \
     env MS_CLUSTER_INNER=1 bash "$0" --hosts "$hosts" --rate "$rate" --subnet "$subnet" \
-    $([ "$redis" = 1 ] && echo --redis) -- "$@"
+    $([ "$redis" = 1 ] && echo --redis) $([ "$slurm" = 1 ] && echo --slurm) -- "$@"
 fi
 
 # ---- inside: build the cluster ----
@@ -124,7 +128,63 @@ if [ "$redis" = 1 ]; then
   done
   export MS_CLUSTER_STORE="redis://$subnet.1:6379" MEGASCALE_STORE_PASSWORD="$pw"
 fi
-echo "emulated_cluster.sh: $hosts host(s) $list, links ${rate}, head node $subnet.254${MS_CLUSTER_STORE:+, store $MS_CLUSTER_STORE}" >&2
+# Slurm: munged + slurmctld on the head node, slurmd hI inside host I (each in its own namespace, so all
+# listen on the same port); state, spool and logs in a private folder.
+start_slurm() {
+  command -v slurmctld >/dev/null && command -v munged >/dev/null || die "--slurm: slurm-wlm and munge are not installed"
+  local d; d=$(mktemp -d /tmp/emu-slurm.XXXXXX); chmod 0755 "$d"
+  mkdir -p "$d/state" "$d/spool" "$d/tmp" "$d/munge"; chmod 0755 "$d/munge"
+  munged --force --socket="$d/munge/munge.sock" --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" \
+    --seed-file="$d/munge/seed" || die "--slurm: munged did not start"
+  local cpus; cpus=$(nproc)
+  {
+    echo "ClusterName=emu"
+    echo "SlurmctldHost=$(hostname -s)($subnet.254)"  # slurmctld must find its own host name here
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "AuthType=auth/munge"
+    echo "AuthInfo=socket=$d/munge/munge.sock"
+    echo "CredType=cred/munge"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_CPU"
+    echo "ReturnToService=2"
+    echo "MpiDefault=none"
+    echo "StateSaveLocation=$d/state"
+    echo "SlurmdSpoolDir=$d/spool/%n"
+    echo "TmpFS=$d/tmp/%n"
+    echo "SlurmctldPidFile=$d/slurmctld.pid"
+    echo "SlurmdPidFile=$d/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$d/slurmctld.log"
+    echo "SlurmdLogFile=$d/slurmd-%n.log"
+    echo "SlurmctldPort=6817"
+    echo "SlurmdPort=6818"
+    echo "SlurmctldTimeout=30"
+    echo "SlurmdTimeout=30"
+    echo "InactiveLimit=0"
+    echo "KillWait=5"
+    echo "JobAcctGatherType=jobacct_gather/none"
+    for i in $(seq 1 "$hosts"); do echo "NodeName=h$i NodeAddr=$subnet.$i CPUs=$cpus State=UNKNOWN"; done
+    echo "PartitionName=emu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
+  } > "$d/slurm.conf"
+  export SLURM_CONF="$d/slurm.conf"
+  slurmctld -f "$SLURM_CONF" || die "--slurm: slurmctld did not start (see $d/slurmctld.log)"
+  for i in $(seq 1 "$hosts"); do
+    mkdir -p "$d/spool/h$i" "$d/tmp/h$i"
+    # nsenter, not ip netns exec: slurmd needs the machine's /sys (cgroups), which ip netns exec remounts.
+    nsenter --net="/run/netns/$subnet.$i" slurmd -f "$SLURM_CONF" -N "h$i" || die "--slurm: slurmd h$i did not start (see $d)"
+  done
+  local up=0
+  for _ in $(seq 1 100); do
+    up=$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)' || true)
+    [ "$up" -ge "$hosts" ] && break
+    sleep 0.1
+  done
+  [ "$up" -ge "$hosts" ] || die "--slurm: only $up of $hosts slurmd node(s) came up (logs in $d)"
+}
+[ "$slurm" = 1 ] && start_slurm
+echo "emulated_cluster.sh: $hosts host(s) $list, links ${rate}, head node $subnet.254${MS_CLUSTER_STORE:+, store $MS_CLUSTER_STORE}${SLURM_CONF:+, slurm nodes h1..h$hosts}" >&2
 set +e
 "$@"
 exit $?

@@ -16,10 +16,11 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config
   libcpp-httplib-dev)
 # What the tests and benchmarks add: PyTorch as the oracle, a real BLAS for the benchmark's PyTorch
 # (the system default is netlib's reference), Chromium and the Prometheus client for the dashboard's
-# browser and scrape tests, and OpenSSH for the ssh host-launcher test (its own sshd on loopback).
+# browser and scrape tests, OpenSSH for the ssh host-launcher test (its own sshd on loopback), and for
+# the emulated-host tests (scripts/emulated_cluster.sh) iproute2 and a real Slurm with munge.
 if [ "$mode" = all ]; then
   APT_PKGS+=(python3-torch python3-numpy libopenblas0-openmp chromium python3-prometheus-client
-    openssh-client openssh-server)
+    openssh-client openssh-server iproute2 slurm-wlm munge)
 fi
 # npm: the machine's Node.js may already bring it (NodeSource); take Debian's only when absent.
 command -v npm >/dev/null 2>&1 || APT_PKGS+=(nodejs npm)

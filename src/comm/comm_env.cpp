@@ -1,6 +1,11 @@
 // comm_env.cpp: see comm_env.h.
 #include "comm/comm_env.h"
 
+#include <arpa/inet.h>  // inet_ntop
+#include <ifaddrs.h>    // getifaddrs
+#include <net/if.h>     // IFF_UP, IFF_LOOPBACK
+#include <netinet/in.h> // sockaddr_in
+
 #include <charconv>  // std::from_chars
 #include <cstdlib>   // std::getenv
 #include <cstring>   // std::strlen
@@ -33,7 +38,33 @@ int first_env_int(std::initializer_list<const char*> names, int min_value, int f
   return fallback;
 }
 
+// The leading integer of a Slurm task count such as "2(x3),1": the tasks on this job step's first node.
+int leading_int(const char* name, const char* value) {
+  int out = 0;
+  auto [p, ec] = std::from_chars(value, value + std::strlen(value), out);
+  MS_CHECK(ec == std::errc() && p != value && out >= 1, "environment variable {}='{}' does not start with a task count",
+           name, value);
+  return out;
+}
+
 }  // namespace
+
+std::string first_interface_address() {
+  ifaddrs* list = nullptr;
+  MS_CHECK(::getifaddrs(&list) == 0, "MEGASCALE_HOST=auto: getifaddrs failed");
+  std::string found;
+  for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text))
+      found = text;
+  }
+  ::freeifaddrs(list);
+  MS_CHECK(!found.empty(), "MEGASCALE_HOST=auto: this host has no IPv4 interface that is up besides loopback; set "
+           "MEGASCALE_HOST to the address the ranks should use");
+  return found;
+}
 
 CommEnv CommEnv::from_environment() {
   CommEnv env;
@@ -45,6 +76,8 @@ CommEnv CommEnv::from_environment() {
     env.backend = "mpi";
   } else if (env_or_null("WORLD_SIZE")) {
     env.backend = "gloo";
+  } else if (env_or_null("SLURM_STEP_ID") && first_env_int({"SLURM_NTASKS"}, 1, 1) > 1) {
+    env.backend = "gloo";  // a task of an srun step without PMIx (srun --mpi=none)
   } else {
     env.backend = "self";
   }
@@ -53,7 +86,25 @@ CommEnv CommEnv::from_environment() {
     // 0: not in the environment; make_mpi_world takes the size from MPI itself.
     env.world_size = first_env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1, 0);
     env.local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0, 0);
-    env.local_world_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, 1);
+    env.local_world_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, 0);
+    if (env.local_world_size == 0) {  // srun --mpi=pmix: Slurm says how many tasks share the node
+      const char* per_node = env_or_null("SLURM_STEP_TASKS_PER_NODE");
+      env.local_world_size = per_node ? leading_int("SLURM_STEP_TASKS_PER_NODE", per_node) : 1;
+    }
+    if (env_or_null("SLURM_STEP_ID")) env.host_index = first_env_int({"SLURM_NODEID"}, 0, -1);
+  } else if (!env_or_null("WORLD_SIZE") && env_or_null("SLURM_STEP_ID")) {
+    // Gloo under srun: the task's place from Slurm; its host's address found on its own interface.
+    env.rank = first_env_int({"SLURM_PROCID"}, 0, 0);
+    env.world_size = first_env_int({"SLURM_NTASKS"}, 1, 1);
+    env.local_rank = first_env_int({"SLURM_LOCALID"}, 0, 0);
+    const char* per_node = env_or_null("SLURM_STEP_TASKS_PER_NODE");
+    env.local_world_size = per_node ? leading_int("SLURM_STEP_TASKS_PER_NODE", per_node) : 1;
+    env.host_index = first_env_int({"SLURM_NODEID"}, 0, -1);
+    env.hostname = "auto";
+    if (const char* job = env_or_null("SLURM_JOB_ID"))
+      env.run_id = std::string("slurm-") + job + "." + (env_or_null("SLURM_STEP_ID") ? env_or_null("SLURM_STEP_ID") : "0");
+    MS_CHECK(env.rank < env.world_size, "environment variable SLURM_PROCID={} is not below SLURM_NTASKS={}", env.rank,
+             env.world_size);
   } else {
     env.rank = first_env_int({"RANK"}, 0, 0);
     env.world_size = first_env_int({"WORLD_SIZE"}, 1, 1);
@@ -66,7 +117,8 @@ CommEnv CommEnv::from_environment() {
   if (const char* v = env_or_null("MEGASCALE_STORE_PASSWORD")) env.store_password = v;
   if (const char* v = env_or_null("MEGASCALE_RUN_ID")) env.run_id = v;
   if (const char* v = env_or_null("MEGASCALE_HOST")) env.hostname = v;
-  env.host_index = first_env_int({"MEGASCALE_HOST_INDEX"}, 0, -1);
+  if (env.hostname == "auto") env.hostname = first_interface_address();
+  env.host_index = first_env_int({"MEGASCALE_HOST_INDEX"}, 0, env.host_index);
   return env;
 }
 

@@ -4,7 +4,6 @@
 #include <unistd.h>  // gethostname
 
 #include <algorithm>  // std::min, std::find
-#include <cstdlib>    // std::getenv
 #include <cstring>    // std::memcpy
 #include <set>
 
@@ -12,12 +11,13 @@
 #include <fmt/ranges.h>  // fmt::join
 
 #include "base/dtype.h"          // DType
+#include "comm/comm_env.h"       // CommEnv
 #include "comm/communicator.h"   // Communicator
 
 namespace ms {
 
-std::string this_rank_host() {
-  if (const char* h = std::getenv("MEGASCALE_HOST"); h && *h) return h;
+std::string this_rank_host(const CommEnv& env) {
+  if (env.hostname != "127.0.0.1" && !env.hostname.empty()) return env.hostname;
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
   return name;

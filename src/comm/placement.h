@@ -3,8 +3,9 @@
 // parallelism across hosts. gather_rank_hosts asks every rank for its host (a collective over the
 // world); placement_report turns the answer into the run log's lines: per host, its ranks with their
 // (tp, dp, pp) coordinates, and a warning for every TP group that spans hosts.
-// A rank's host is MEGASCALE_HOST when the driver set it (emulated hosts share a machine and its
-// hostname), else the machine's hostname.
+// A rank's host is its transport's address (CommEnv::hostname: MEGASCALE_HOST from the driver, or
+// found on the interface under srun; emulated hosts share a machine and its hostname), else, when
+// that is loopback, the machine's hostname.
 // Guarantees: gather_rank_hosts returns the same list on every rank (rank order); placement_report
 // is pure, and says nothing (no lines) when every rank is on one host.
 #pragma once
@@ -16,9 +17,10 @@
 namespace ms {
 
 class Communicator;
+struct CommEnv;
 
-// This process's host name: MEGASCALE_HOST if set, else gethostname().
-std::string this_rank_host();
+// This process's host: env.hostname unless it is 127.0.0.1, else gethostname().
+std::string this_rank_host(const CommEnv& env);
 
 // Every world rank's host, indexed by world rank (names longer than 63 bytes are cut).
 std::vector<std::string> gather_rank_hosts(Communicator& world, const std::string& mine);

@@ -95,14 +95,22 @@ std::vector<HostSpec> parse_hosts(const std::string& text) {
       entry = entry.substr(0, star);
       MS_CHECK(!entry.empty(), "--hosts '{}': an empty host name", text);
     }
-    MS_CHECK(is_host_name(entry), "--hosts entry '{}' is not a host name: letters, digits, '.', '-', '_' and ':' "
-             "only, starting with a letter or digit", entry);
+    // NAME=ADDRESS: reach the host by NAME, bind its ranks to ADDRESS ("auto": found on the host).
+    std::string address;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) address = entry.substr(eq + 1);
+    const std::string name = entry.substr(0, eq);
+    MS_CHECK(is_host_name(name), "--hosts entry '{}' is not a host name: letters, digits, '.', '-', '_' and ':' "
+             "only, starting with a letter or digit", name);
+    MS_CHECK(eq == std::string::npos || address == "auto" || is_host_name(address),
+             "--hosts entry '{}': the address after '=' is not a host name or address (or 'auto')", entry);
+    entry = name;
     for (int i = 0; i < copies; i++) {
       HostSpec h;
       h.index = (int)hosts.size();
       h.name = entry;
       h.local = is_local(entry);
-      h.address = h.local ? "127.0.0.1" : entry;
+      h.address = !address.empty() ? address : h.local ? "127.0.0.1" : entry;
       hosts.push_back(h);
     }
   }

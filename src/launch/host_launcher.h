@@ -12,7 +12,9 @@
 //    unquoted.
 // Whatever runs the executor must forward its stdin and stdout (the control channel) and end it
 // when that channel closes; ssh and srun do.
-// parse_hosts reads `--hosts`: comma-separated entries, "NAME*K" for K copies. A name must be a
+// parse_hosts reads `--hosts`: comma-separated entries, "NAME*K" for K copies, "NAME=ADDRESS" for a
+// host reached by NAME whose ranks bind ADDRESS (e.g. Slurm node names, which need not resolve:
+// "h1=10.0.0.1"; "NAME=auto": each rank finds its host's address on its interface, MEGASCALE_HOST=auto). A name must be a
 // host name (is_host_name): one starting with '-' would become a launcher's option
 // (ssh -oProxyCommand=...), one with a space or a quote would change the launcher's command.
 #pragma once
@@ -26,7 +28,7 @@ struct HostSpec {
   int index = 0;
   std::string name;
   bool local = true;        // runs on this machine (local launcher)
-  std::string address;      // what its ranks bind to: 127.0.0.1 for local hosts, else the name
+  std::string address;      // what its ranks bind to: NAME=ADDRESS's, else 127.0.0.1 for local hosts, else the name
 };
 
 class HostLauncher {

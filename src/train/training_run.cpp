@@ -103,7 +103,7 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   // Which host each (tp, dp, pp) rank runs on, when the job spans hosts (a collective).
   if (run.grid) {
     const PlacementReport where =
-        placement_report(run.grid->layout(), gather_rank_hosts(run.grid->world(), this_rank_host()));
+        placement_report(run.grid->layout(), gather_rank_hosts(run.grid->world(), this_rank_host(env)));
     for (const std::string& line : where.lines) run.log->message("placement", "placement: " + line);
     for (const std::string& w : where.warnings) run.log->message("placement", "warning: " + w);
   }

@@ -167,6 +167,45 @@ TEST(CommEnvTest, ReadsTheLauncherVariables) {
   EXPECT_STREQ(reduce_op_name(ReduceOp::kMax), "max");
 }
 
+// An srun step without PMIx: Gloo, the task's place from the SLURM_* variables, the run id from the
+// job and step, the address found on an interface (never loopback); under srun --mpi=pmix the ranks
+// per node come from Slurm too.
+TEST(CommEnvTest, ReadsSlurmStepVariables) {
+  for (const char* v : {"MEGASCALE_BACKEND", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK",
+                        "WORLD_SIZE", "RANK", "MEGASCALE_HOST", "MEGASCALE_RUN_ID", "MEGASCALE_HOST_INDEX"})
+    unsetenv(v);
+  setenv("SLURM_STEP_ID", "0", 1);
+  setenv("SLURM_JOB_ID", "77", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_PROCID", "3", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  setenv("SLURM_NODEID", "1", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)", 1);
+  CommEnv env = CommEnv::from_environment();
+  EXPECT_EQ(env.backend, "gloo");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.host_index, 1);
+  EXPECT_EQ(env.run_id, "slurm-77.0");
+  EXPECT_EQ(env.hostname, first_interface_address());
+  EXPECT_NE(env.hostname.rfind("127.", 0), 0u) << env.hostname;
+  setenv("MEGASCALE_HOST", "10.1.2.3", 1);  // an explicit address wins
+  EXPECT_EQ(CommEnv::from_environment().hostname, "10.1.2.3");
+  unsetenv("MEGASCALE_HOST");
+  setenv("PMIX_RANK", "3", 1);  // srun --mpi=pmix
+  env = CommEnv::from_environment();
+  EXPECT_EQ(env.backend, "mpi");
+  EXPECT_EQ(env.local_world_size, 2);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "x", 1);
+  EXPECT_THROW(CommEnv::from_environment(), Error);
+  for (const char* v : {"SLURM_STEP_ID", "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
+                        "SLURM_STEP_TASKS_PER_NODE", "PMIX_RANK"})
+    unsetenv(v);
+  EXPECT_EQ(CommEnv::from_environment().backend, "self");
+}
+
 TEST(CommSelfTest, EveryOpIsACopy) {
   CommEnv env;
   auto world = init_world(env);

@@ -89,6 +89,18 @@ TEST(HostNames, NamesThatAreNotHostNamesAreRefused) {
   EXPECT_EQ(hosts[2].name, "fe80::1");
   EXPECT_FALSE(hosts[0].local);
   EXPECT_TRUE(hosts[5].local && hosts[6].local);
+  EXPECT_EQ(hosts[1].address, "10.0.0.1");
+  // NAME=ADDRESS: reached by NAME, ranks bound to ADDRESS (or found on the host: auto).
+  const auto named = parse_hosts("h1=10.77.0.1,h2=auto,localhost=127.0.0.2");
+  ASSERT_EQ(named.size(), 3u);
+  EXPECT_EQ(named[0].name, "h1");
+  EXPECT_EQ(named[0].address, "10.77.0.1");
+  EXPECT_EQ(named[1].address, "auto");
+  EXPECT_TRUE(named[2].local);
+  EXPECT_EQ(named[2].address, "127.0.0.2");
+  for (const std::string bad : {"h1=-oProxyCommand=x", "h1=", "=10.0.0.1", "h1=a b"}) {
+    EXPECT_THROW(parse_hosts(bad), ms::Error) << bad;
+  }
 }
 
 TEST(ShellQuote, PlainWordsStayAndOthersAreSingleQuoted) {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench_hosts.sh: communication across emulated hosts (scripts/emulated_cluster.sh, Redis on host 1,
+# Slurm for the launches), on 1 Gbit/s and 10 Gbit/s links:
+#  1. bandwidth: `megascale bench comm-worker` on 2 hosts x 1 rank (srun, Gloo): all-reduce,
+#     reduce-scatter and all-gather bus bandwidth (NCCL-tests' busbw) for 1, 16 and 64 MiB, as a share
+#     of the link rate (1 Gbit/s = 125 MB/s per direction);
+#  2. start-up: init_world (Redis rendezvous) + the rank grid's groups for 8, 16 and 32 ranks on 4
+#     hosts (the slowest rank; no per-group barrier), 1 Gbit/s;
+#  3. overlap where links are slow (1 Gbit/s): a GPT-2-small-sized model (12 layers, C 768, 12 heads,
+#     GPT-2's vocabulary; B 2 x T 128, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
+#     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
+#     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step), median
+#     of steps 2..3;
+# Prints the CPU and a markdown table and writes it into docs/performance.md between the
+# bench_hosts markers. Needs what scripts/emulated_cluster.sh needs (root, iproute2, redis, slurm).
+# Usage: bench/bench_hosts.sh [--no-doc] [--build DIR]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${MS_BUILD_DIR:-$ROOT/build}
+WRITE_DOC=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-doc) WRITE_DOC=0 ;;
+    --build) BUILD=$2; shift ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    *) echo "bench_hosts.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+BIN="$BUILD/megascale"
+[[ -x "$BIN" ]] || { echo "bench_hosts.sh: $BIN not built" >&2; exit 1; }
+OUT="$BUILD/bench_results/hosts_$(date +%Y%m%d_%H%M%S)"
+mkdir -p "$OUT"
+CLUSTER="$ROOT/scripts/emulated_cluster.sh"
+CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "CPU: $CPU ($(nproc) cores); results in $OUT"
+
+# 1. bandwidth
+for rate in 1gbit 10gbit; do
+  bash "$CLUSTER" --hosts 2 --rate "$rate" --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N2 \
+    --ntasks-per-node=1 '$BIN' bench comm-worker --sizes 1M,16M,64M --iters 5 --out '$OUT/bw_$rate.json'" \
+    > "$OUT/bw_$rate.log" 2>&1 || { echo "bandwidth at $rate failed:"; tail -5 "$OUT/bw_$rate.log"; }
+done
+# 2. start-up
+for per in 2 4 8; do
+  n=$((4 * per))
+  bash "$CLUSTER" --hosts 4 --rate 1gbit --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N4 \
+    --ntasks-per-node=$per --overcommit '$BIN' bench comm-worker --no-bandwidth --out '$OUT/start_$n.json'" \
+    > "$OUT/start_$n.log" 2>&1 || { echo "start-up of $n ranks failed:"; tail -5 "$OUT/start_$n.log"; }
+done
+# 3. overlap: GPT-2-small-sized model, random-free: the Brown tokens when prepared, else a synthetic shard
+DATA="$ROOT/data/brown/train_*.bin"
+ls $DATA >/dev/null 2>&1 || { echo "bench_hosts.sh: data/brown is not prepared (scripts/setup.sh)" >&2; exit 1; }
+MODEL="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_size=50257 --model.max_seq_len=128 \
+  --model.block=sequential --model.attention=full --train.batch_size=2 --train.seq_len=128 --train.steps=3 \
+  --train.eval_every=0 --train.sample_tokens=0 --train.threads=1 --train.pin_threads=false --train.progress=lines \
+  --data.train=$DATA"
+run_pair() {  # name extra
+  bash "$CLUSTER" --hosts 2 --rate 1gbit --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N2 \
+    --ntasks-per-node=1 '$BIN' train $MODEL --train.out_dir='$OUT/$1' $2" > "$OUT/$1.log" 2>&1 ||
+    { echo "run $1 failed:"; tail -5 "$OUT/$1.log"; }
+}
+run_pair dp_overlap "--parallel.dp=2 --parallel.overlap=true"
+run_pair dp_no_overlap "--parallel.dp=2 --parallel.overlap=false"
+run_pair pp_decoupled "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true"
+run_pair pp_paired "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false"
+
+/usr/bin/python3 - "$OUT" "$ROOT" "$CPU" "$WRITE_DOC" <<'PY'
+import glob, json, os, statistics, sys
+out, root, cpu, write = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+def load(p):
+    try:
+        return json.load(open(p))
+    except (OSError, ValueError):
+        return None
+lines = [f"Run of {os.path.basename(out)[6:]} on {cpu} ({os.cpu_count()} cores), `bench/bench_hosts.sh`; "
+         "emulated hosts (network namespaces, tbf-shaped veth links), Gloo over TCP, Redis rendezvous, launched "
+         "by srun on the emulated Slurm. All ranks share this machine's cores.", "",
+         "**Bus bandwidth across 2 hosts (1 rank each)**, share of the link rate:", "",
+         "| link | op | 1 MiB | 16 MiB | 64 MiB |", "|---|---|---|---|---|"]
+for rate, mbps in (("1gbit", 125.0), ("10gbit", 1250.0)):
+    j = load(f"{out}/bw_{rate}.json")
+    if not j:
+        lines.append(f"| {rate} | (failed) | | | |")
+        continue
+    for op in ("all_reduce", "reduce_scatter", "all_gather"):
+        cells = []
+        for size in (1 << 20, 16 << 20, 64 << 20):
+            r = next((r for r in j["rows"] if r["op"] == op and r["bytes"] == size), None)
+            cells.append(f"{r['busbw_GBps'] * 1e3:.0f} MB/s ({100 * r['busbw_GBps'] * 1e3 / mbps:.0f}%)" if r else "-")
+        lines.append(f"| {rate} | {op} | " + " | ".join(cells) + " |")
+lines += ["", "**Start-up across 4 hosts** (the slowest rank; Redis rendezvous, then the grid's groups):", "",
+          "| ranks | grid | init_world ms | rank grid ms |", "|---|---|---|---|"]
+for n in (8, 16, 32):
+    j = load(f"{out}/start_{n}.json")
+    lines.append(f"| {n} | {j['grid']} | {j['init_world_ms']:.0f} | {j['rank_grid_ms']:.0f} |" if j else f"| {n} | (failed) | | |")
+def steps(name):
+    rows = []
+    p = f"{out}/{name}/log.jsonl"
+    if os.path.exists(p):
+        for line in open(p):
+            j = json.loads(line)
+            if "step_ms" in j and j.get("step", 0) >= 2:
+                rows.append(j)
+    return rows
+def med(rows, key):
+    v = [r.get(key, 0.0) for r in rows]
+    return statistics.median(v) if v else float("nan")
+lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, 2 hosts x 1 rank, median of "
+          "steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
+for name in ("dp_overlap", "dp_no_overlap", "pp_decoupled", "pp_paired"):
+    r = steps(name)
+    lines.append(f"| {name} | {med(r, 'step_ms'):.0f} | {med(r, 'comm_exposed_ms'):.0f} | {med(r, 'pp_wait_ms'):.0f} |")
+on, off = med(steps("dp_overlap"), "comm_exposed_ms"), med(steps("dp_no_overlap"), "comm_exposed_ms")
+if off == off and off > 0:
+    lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the exposed DP communication "
+              f"({off:.0f} -> {on:.0f} ms per step)."]
+body = "\n".join(lines)
+print(body)
+if write:
+    sys.path.insert(0, os.path.join(root, "bench"))
+    from doc_section import write_section
+    write_section(os.path.join(root, "docs/performance.md"), "<!-- bench_hosts:begin -->", "<!-- bench_hosts:end -->",
+                  body, keep_previous=True, heading="## Across hosts (bench/bench_hosts.sh)",
+                  intro="Emulated hosts on this machine (README, \"Many machines\"): what links of a given rate cost "
+                        "and what overlap hides. Only ratios within one run compare.")
+PY
