@@ -7,7 +7,7 @@
 #  2. start-up: init_world (Redis rendezvous) + the rank grid's groups for 8, 16 and 32 ranks on 4
 #     hosts (the slowest rank; no per-group barrier), 1 Gbit/s;
 #  3. overlap where links are slow (1 Gbit/s): a GPT-2-small-sized model (12 layers, C 768, 12 heads,
-#     GPT-2's vocabulary; B 2 x T 128, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
+#     GPT-2's vocabulary; B 4 x T 256, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
 #     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
 #     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step), median
 #     of steps 2..3;
@@ -45,14 +45,14 @@ done
 for per in 2 4 8; do
   n=$((4 * per))
   bash "$CLUSTER" --hosts 4 --rate 1gbit --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N4 \
-    --ntasks-per-node=$per --overcommit '$BIN' bench comm-worker --no-bandwidth --out '$OUT/start_$n.json'" \
+    --ntasks-per-node=$per '$BIN' bench comm-worker --no-bandwidth --out '$OUT/start_$n.json'" \
     > "$OUT/start_$n.log" 2>&1 || { echo "start-up of $n ranks failed:"; tail -5 "$OUT/start_$n.log"; }
 done
 # 3. overlap: GPT-2-small-sized model, random-free: the Brown tokens when prepared, else a synthetic shard
 DATA="$ROOT/data/brown/train_*.bin"
 ls $DATA >/dev/null 2>&1 || { echo "bench_hosts.sh: data/brown is not prepared (scripts/setup.sh)" >&2; exit 1; }
-MODEL="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_size=50257 --model.max_seq_len=128 \
-  --model.block=sequential --model.attention=full --train.batch_size=2 --train.seq_len=128 --train.steps=3 \
+MODEL="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_size=50257 --model.max_seq_len=256 \
+  --model.block=sequential --model.attention=full --train.batch_size=4 --train.seq_len=256 --train.steps=3 \
   --train.eval_every=0 --train.sample_tokens=0 --train.threads=1 --train.pin_threads=false --train.progress=lines \
   --data.train=$DATA"
 run_pair() {  # name extra
@@ -106,8 +106,8 @@ def steps(name):
 def med(rows, key):
     v = [r.get(key, 0.0) for r in rows]
     return statistics.median(v) if v else float("nan")
-lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, 2 hosts x 1 rank, median of "
-          "steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
+lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, B 4 x T 256, 2 hosts x 1 rank, "
+          "median of steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
 for name in ("dp_overlap", "dp_no_overlap", "pp_decoupled", "pp_paired"):
     r = steps(name)
     lines.append(f"| {name} | {med(r, 'step_ms'):.0f} | {med(r, 'comm_exposed_ms'):.0f} | {med(r, 'pp_wait_ms'):.0f} |")

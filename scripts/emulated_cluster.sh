@@ -23,7 +23,8 @@
 #   emulated_cluster.sh flap HOST SECONDS   down, sleep, up
 #   emulated_cluster.sh rsh HOST COMMAND... run a command line inside a host (mpirun's rsh agent:
 #     mpirun --mca plm_rsh_agent "$MS_CLUSTER_SELF rsh" --host A:2,B:2 --mca btl tcp,self
-#            --mca btl_tcp_if_include SUBNET.0/24 --mca oob_tcp_if_include SUBNET.0/24 ...)
+#            --mca btl_tcp_if_include SUBNET.0/24 --mca oob_tcp_if_include SUBNET.0/24
+#            --mca rtc_hwloc_vmhole none ...: the orteds of several hosts share this machine's memory)
 # Usage: scripts/emulated_cluster.sh [--hosts N] [--rate RATE] [--subnet A.B.C] [--redis] [--slurm] -- COMMAND [ARGS...]
 # Example (README, "Multi-host on one machine"):
 #   scripts/emulated_cluster.sh --hosts 2 --rate 1gbit --redis -- sh -c 'build/megascale launch \
@@ -136,7 +137,9 @@ start_slurm() {
   mkdir -p "$d/state" "$d/spool" "$d/tmp" "$d/munge"; chmod 0755 "$d/munge"
   munged --force --socket="$d/munge/munge.sock" --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" \
     --seed-file="$d/munge/seed" || die "--slurm: munged did not start"
-  local cpus; cpus=$(nproc)
+  # Emulated nodes share this machine's cores: each says it has 64 CPUs (config_overrides keeps slurmd
+  # from draining it for the difference), so tests and benchmarks may start more tasks than cores.
+  local cpus=64
   {
     echo "ClusterName=emu"
     echo "SlurmctldHost=$(hostname -s)($subnet.254)"  # slurmctld must find its own host name here
@@ -165,6 +168,7 @@ start_slurm() {
     echo "InactiveLimit=0"
     echo "KillWait=5"
     echo "JobAcctGatherType=jobacct_gather/none"
+    echo "SlurmdParameters=config_overrides"
     for i in $(seq 1 "$hosts"); do echo "NodeName=h$i NodeAddr=$subnet.$i CPUs=$cpus State=UNKNOWN"; done
     echo "PartitionName=emu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
   } > "$d/slurm.conf"

@@ -6,7 +6,8 @@
 //  - dp = 2 across the hosts reproduces the single-process run within the data-parallel tolerances
 //    of test_dp_equivalence (losses 1e-5 relative, weights 3e-5 relative L2, 1e-4 absolute);
 //  - the log names the host of every rank with its (tp, dp, pp) coordinates;
-//  - a host that does not exist is named (excluded: its executor could not start) before any step;
+//  - a host that does not exist is named (excluded: its executor could not start) before any step,
+//    and so are a store address no host can reach and a host list that does not fit the layout;
 //  - the cluster leaves nothing behind (no namespace, no redis-server).
 // Needs root (CI runs as root) or unprivileged user namespaces; never skipped.
 #include <gtest/gtest.h>
@@ -50,6 +51,24 @@ TEST(EmulatedHosts, AHostThatDoesNotExistIsNamedBeforeAnyStep) {
                          "/cfg.toml --train.out_dir=" + runs.dir() + "/bad --parallel.dp=2");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("host 1 (10.77.0.9) excluded: its executor could not start"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step     1"), std::string::npos) << r.output;
+}
+
+// Bad multi-host input, each a named error before any step: a store address no host can reach, and a
+// host list whose ranks do not fit the layout.
+TEST(EmulatedHosts, AnUnreachableStoreAndAHostListThatDoesNotFitAreNamed) {
+  ms::testing::LayoutRuns runs("emu_badin", ms::testing::layout_config(32, 1));
+  const std::string train = " train " + runs.dir() + "/cfg.toml --train.out_dir=" + runs.dir() + "/bad";
+  std::string unreachable = driver("10.77.0.1,10.77.0.2", 1);
+  unreachable.replace(unreachable.find("redis://10.77.0.1:6379"), 22, "redis://10.99.0.1:6379");
+  auto r = run_cmd(cluster(2) + unreachable + train + " --parallel.dp=2");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rendezvous store unreachable: redis://10.99.0.1:6379"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step     1"), std::string::npos) << r.output;
+  r = run_cmd(cluster(2) + driver("10.77.0.1,10.77.0.2", 1) + train + " --parallel.dp=2 --parallel.pp=2");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("does not match the world size 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not retried"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step     1"), std::string::npos) << r.output;
 }
 
