@@ -11,6 +11,10 @@
 #     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
 #     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step), median
 #     of steps 2..3;
+#  4. recovery (driver, 1 Gbit/s, the small layout model, checkpoint every 2 steps): a host cut off for
+#     good after step 5 (3 hosts, one spare, --stall-min 5, --selfcheck-timeout 10) and a rank killed
+#     with SIGKILL after step 5 (2 hosts): detection (the fault event after the cut or kill), the
+#     self-checks, and restart to the first step resumed, from the driver's events.jsonl.
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the
 # bench_hosts markers. Needs what scripts/emulated_cluster.sh needs (root, iproute2, redis, slurm).
 # Usage: bench/bench_hosts.sh [--no-doc] [--build DIR]
@@ -65,6 +69,22 @@ run_pair dp_no_overlap "--parallel.dp=2 --parallel.overlap=false"
 run_pair pp_decoupled "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true"
 run_pair pp_paired "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false"
 
+# 4. recovery
+RCFG="--model.n_layer=4 --model.n_embd=128 --model.n_head=4 --model.vocab_size=50257 --model.max_seq_len=64 \
+  --train.batch_size=8 --train.seq_len=64 --train.steps=12 --train.eval_every=0 --train.sample_tokens=0 \
+  --train.threads=1 --train.pin_threads=false --train.progress=lines --data.train=$DATA --parallel.dp=2 \
+  --checkpoint.every=2"
+recover() {  # name hosts driver_extra action(shell, run once step 5 is logged)
+  local d="$OUT/$1"
+  bash "$CLUSTER" --hosts "$2" --rate 1gbit --redis -- sh -c "'$BIN' launch --hosts \"\$MS_CLUSTER_HOSTS\" \
+    --nproc-per-host 1 --host-launcher \"\$MS_CLUSTER_LAUNCHER\" --store \"\$MS_CLUSTER_STORE\" --log-dir '$d/driver' $3 \
+    -- train $RCFG --train.out_dir='$d' --checkpoint.dir='$d/ckpt' & p=\$!; \
+    until grep -q '\"step\":5,\"step_ms\"' '$d/log.jsonl' 2>/dev/null; do sleep 0.02; done; \
+    date +%s.%N > '$d/action_t'; $4; wait \$p" > "$OUT/$1.log" 2>&1 || { echo "recovery run $1 failed:"; tail -5 "$OUT/$1.log"; }
+}
+recover partition 3 "--spare-hosts 1 --stall-min 5 --selfcheck-timeout 10" '"$MS_CLUSTER_SELF" link 10.77.0.2 down'
+recover kill9 2 "" "pkill -9 -n -f '^[^ ]*megascale train'"
+
 /usr/bin/python3 - "$OUT" "$ROOT" "$CPU" "$WRITE_DOC" <<'PY'
 import glob, json, os, statistics, sys
 out, root, cpu, write = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
@@ -115,6 +135,22 @@ on, off = med(steps("dp_overlap"), "comm_exposed_ms"), med(steps("dp_no_overlap"
 if off == off and off > 0:
     lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the exposed DP communication "
               f"({off:.0f} -> {on:.0f} ms per step)."]
+lines += ["", "**Recovery through the driver** (1 Gbit/s, checkpoint every 2 steps, the fault after step 5; "
+          "seconds from the driver's events):", "",
+          "| fault | detected after | self-checks | restart to resumed step | total (fault to resumed) | steps repeated |",
+          "|---|---|---|---|---|---|"]
+for name, what in (("partition", "host link down for good (--stall-min 5)"), ("kill9", "rank killed (SIGKILL)")):
+    try:
+        ev = [json.loads(l) for l in open(f"{out}/{name}/driver/events.jsonl")]
+        t0 = float(open(f"{out}/{name}/action_t").read())
+        det = next(e for e in ev if e["event"] == "fault_detected")
+        chk = next((e for e in ev if e["event"] == "selfcheck_done"), {"seconds": 0.0})
+        rst = next(e for e in ev if e["event"] == "restart")
+        res = next(e for e in ev if e["event"] == "resumed")
+        lines.append(f"| {what} | {det['t'] - t0:.1f} | {chk['seconds']:.1f} | {res['t'] - rst['t']:.1f} | "
+                     f"{res['recovery_s']:.1f} | {res['steps_repeated']} |")
+    except (OSError, StopIteration, KeyError, ValueError) as e:
+        lines.append(f"| {what} | (failed: {e}) | | | | |")
 body = "\n".join(lines)
 print(body)
 if write:
