@@ -9,8 +9,9 @@
 #  3. overlap where links are slow (1 Gbit/s): a GPT-2-small-sized model (12 layers, C 768, 12 heads,
 #     GPT-2's vocabulary; B 4 x T 256, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
 #     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
-#     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step), median
-#     of steps 2..3;
+#     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step; also on
+#     100 Mbit/s links, where an activation's transfer is longer than the bubble's gaps), median of
+#     steps 2..3;
 #  4. recovery (driver, 1 Gbit/s, the small layout model, checkpoint every 2 steps): a host cut off for
 #     good after step 5 (3 hosts, one spare, --stall-min 5, --selfcheck-timeout 10) and a rank killed
 #     with SIGKILL after step 5 (2 hosts): detection (the fault event after the cut or kill), the
@@ -59,8 +60,8 @@ MODEL="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_siz
   --model.block=sequential --model.attention=full --train.batch_size=4 --train.seq_len=256 --train.steps=3 \
   --train.eval_every=0 --train.sample_tokens=0 --train.threads=1 --train.pin_threads=false --train.progress=lines \
   --data.train=$DATA"
-run_pair() {  # name extra
-  bash "$CLUSTER" --hosts 2 --rate 1gbit --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N2 \
+run_pair() {  # name extra [rate]
+  bash "$CLUSTER" --hosts 2 --rate "${3:-1gbit}" --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N2 \
     --ntasks-per-node=1 '$BIN' train $MODEL --train.out_dir='$OUT/$1' $2" > "$OUT/$1.log" 2>&1 ||
     { echo "run $1 failed:"; tail -5 "$OUT/$1.log"; }
 }
@@ -68,6 +69,9 @@ run_pair dp_overlap "--parallel.dp=2 --parallel.overlap=true"
 run_pair dp_no_overlap "--parallel.dp=2 --parallel.overlap=false"
 run_pair pp_decoupled "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true"
 run_pair pp_paired "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false"
+# where the link, not the bubble, sets the pipeline's waits: 100 Mbit/s (an activation: 1 MiB, ~84 ms)
+run_pair pp_decoupled_100mbit "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true" 100mbit
+run_pair pp_paired_100mbit "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false" 100mbit
 
 # 4. recovery
 RCFG="--model.n_layer=4 --model.n_embd=128 --model.n_head=4 --model.vocab_size=50257 --model.max_seq_len=64 \
@@ -128,7 +132,7 @@ def med(rows, key):
     return statistics.median(v) if v else float("nan")
 lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, B 4 x T 256, 2 hosts x 1 rank, "
           "median of steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
-for name in ("dp_overlap", "dp_no_overlap", "pp_decoupled", "pp_paired"):
+for name in ("dp_overlap", "dp_no_overlap", "pp_decoupled", "pp_paired", "pp_decoupled_100mbit", "pp_paired_100mbit"):
     r = steps(name)
     lines.append(f"| {name} | {med(r, 'step_ms'):.0f} | {med(r, 'comm_exposed_ms'):.0f} | {med(r, 'pp_wait_ms'):.0f} |")
 on, off = med(steps("dp_overlap"), "comm_exposed_ms"), med(steps("dp_no_overlap"), "comm_exposed_ms")

@@ -27,7 +27,7 @@ if [ -d data/brown ]; then mkdir -p .gpu/data && cp -r data/brown .gpu/data/; el
   echo "build_carry.sh: no data/brown (scripts/setup.sh prepares it): check.sh skips the Brown run"; fi
 # The closure's packages, without the C/C++ runtime (the image's are newer and compatible) and CUDA.
 skip='^(libc6|libstdc\+\+6|libgcc-s1|libcrypt1|libzstd1|liblzma5|zlib1g)$'
-pkgs=$(for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u | grep -v -E 'libcublas|libcudart|/usr/local/cuda' |
+pkgs=$(for b in .gpu/bin/*; do [ -f "$b" ] && ldd "$b"; done | awk '/=> \//{print $3}' | sort -u | grep -v -E 'libcublas|libcudart|/usr/local/cuda' |
   while read -r lib; do
     dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "/usr${lib#/usr}" 2>/dev/null ||
       echo "build_carry.sh: no package owns $lib" >&2
