@@ -9,7 +9,8 @@
 #  3. overlap where links are slow (1 Gbit/s): a GPT-2-small-sized model (12 layers, C 768, 12 heads,
 #     GPT-2's vocabulary; B 4 x T 256, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
 #     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
-#     comm_exposed), and pp = 2 with decoupled and paired send/recv (pipeline wait per step; also on
+#     comm_exposed; also the same body with a 512-token vocabulary, without GPT-2's large tied
+#     embedding), and pp = 2 with decoupled and paired send/recv (pipeline wait per step; also on
 #     100 Mbit/s links, where an activation's transfer is longer than the bubble's gaps), median of
 #     steps 2..3;
 #  4. recovery (driver, 1 Gbit/s, the small layout model, checkpoint every 2 steps): a host cut off for
@@ -56,10 +57,12 @@ done
 # 3. overlap: GPT-2-small-sized model, random-free: the Brown tokens when prepared, else a synthetic shard
 DATA="$ROOT/data/brown/train_*.bin"
 ls $DATA >/dev/null 2>&1 || { echo "bench_hosts.sh: data/brown is not prepared (scripts/setup.sh)" >&2; exit 1; }
-MODEL="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.vocab_size=50257 --model.max_seq_len=256 \
+VOCAB=50257
+MODEL_BODY="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.max_seq_len=256 \
   --model.block=sequential --model.attention=full --train.batch_size=4 --train.seq_len=256 --train.steps=3 \
   --train.eval_every=0 --train.sample_tokens=0 --train.threads=1 --train.pin_threads=false --train.progress=lines \
-  --data.train=$DATA"
+"
+MODEL="$MODEL_BODY --model.vocab_size=$VOCAB --data.train=$DATA"
 run_pair() {  # name extra [rate]
   bash "$CLUSTER" --hosts 2 --rate "${3:-1gbit}" --redis --slurm -- sh -c "MEGASCALE_STORE=\$MS_CLUSTER_STORE srun -N2 \
     --ntasks-per-node=1 '$BIN' train $MODEL --train.out_dir='$OUT/$1' $2" > "$OUT/$1.log" 2>&1 ||
@@ -67,6 +70,13 @@ run_pair() {  # name extra [rate]
 }
 run_pair dp_overlap "--parallel.dp=2 --parallel.overlap=true"
 run_pair dp_no_overlap "--parallel.dp=2 --parallel.overlap=false"
+# The same body without GPT-2's 50257-token tied embedding (31% of the parameters, the last gradient
+# of backward and the first weight of forward): vocabulary 512, random tokens.
+/usr/bin/python3 "$ROOT/bench/random_shard.py" "$OUT/v512.bin" 400000 512
+MODEL="$MODEL_BODY --model.vocab_size=512 --data.train=$OUT/v512.bin"
+run_pair dp_overlap_v512 "--parallel.dp=2 --parallel.overlap=true"
+run_pair dp_no_overlap_v512 "--parallel.dp=2 --parallel.overlap=false"
+MODEL="$MODEL_BODY --model.vocab_size=$VOCAB --data.train=$DATA"
 run_pair pp_decoupled "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true"
 run_pair pp_paired "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false"
 # where the link, not the bubble, sets the pipeline's waits: 100 Mbit/s (an activation: 1 MiB, ~84 ms)
@@ -132,13 +142,14 @@ def med(rows, key):
     return statistics.median(v) if v else float("nan")
 lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, B 4 x T 256, 2 hosts x 1 rank, "
           "median of steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
-for name in ("dp_overlap", "dp_no_overlap", "pp_decoupled", "pp_paired", "pp_decoupled_100mbit", "pp_paired_100mbit"):
+for name in ("dp_overlap", "dp_no_overlap", "dp_overlap_v512", "dp_no_overlap_v512", "pp_decoupled", "pp_paired", "pp_decoupled_100mbit", "pp_paired_100mbit"):
     r = steps(name)
     lines.append(f"| {name} | {med(r, 'step_ms'):.0f} | {med(r, 'comm_exposed_ms'):.0f} | {med(r, 'pp_wait_ms'):.0f} |")
-on, off = med(steps("dp_overlap"), "comm_exposed_ms"), med(steps("dp_no_overlap"), "comm_exposed_ms")
-if off == off and off > 0:
-    lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the exposed DP communication "
-              f"({off:.0f} -> {on:.0f} ms per step)."]
+for tag, what in (("", "GPT-2-small"), ("_v512", "the same body with a 512-token vocabulary")):
+    on, off = med(steps("dp_overlap" + tag), "comm_exposed_ms"), med(steps("dp_no_overlap" + tag), "comm_exposed_ms")
+    if off == off and off > 0:
+        lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the exposed DP communication of {what} "
+                  f"({off:.0f} -> {on:.0f} ms per step)."]
 lines += ["", "**Recovery through the driver** (1 Gbit/s, checkpoint every 2 steps, the fault after step 5; "
           "seconds from the driver's events):", "",
           "| fault | detected after | self-checks | restart to resumed step | total (fault to resumed) | steps repeated |",
