@@ -38,12 +38,15 @@ int first_env_int(std::initializer_list<const char*> names, int min_value, int f
   return fallback;
 }
 
-// The leading integer of a Slurm task count such as "2(x3),1": the tasks on this job step's first node.
-int leading_int(const char* name, const char* value) {
+// Tasks per node of an srun step: the leading integer of SLURM_STEP_TASKS_PER_NODE such as "2(x3),1"
+// (the step's first node); 1 when it is not set.
+int slurm_tasks_per_node() {
+  const char* value = env_or_null("SLURM_STEP_TASKS_PER_NODE");
+  if (!value) return 1;
   int out = 0;
   auto [p, ec] = std::from_chars(value, value + std::strlen(value), out);
-  MS_CHECK(ec == std::errc() && p != value && out >= 1, "environment variable {}='{}' does not start with a task count",
-           name, value);
+  MS_CHECK(ec == std::errc() && p != value && out >= 1,
+           "environment variable SLURM_STEP_TASKS_PER_NODE='{}' does not start with a task count", value);
   return out;
 }
 
@@ -87,22 +90,17 @@ CommEnv CommEnv::from_environment() {
     env.world_size = first_env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1, 0);
     env.local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0, 0);
     env.local_world_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, 0);
-    if (env.local_world_size == 0) {  // srun --mpi=pmix: Slurm says how many tasks share the node
-      const char* per_node = env_or_null("SLURM_STEP_TASKS_PER_NODE");
-      env.local_world_size = per_node ? leading_int("SLURM_STEP_TASKS_PER_NODE", per_node) : 1;
-    }
-    if (env_or_null("SLURM_STEP_ID")) env.host_index = first_env_int({"SLURM_NODEID"}, 0, -1);
+    // srun --mpi=pmix: Slurm says how many tasks share the node.
+    if (env.local_world_size == 0) env.local_world_size = slurm_tasks_per_node();
   } else if (!env_or_null("WORLD_SIZE") && env_or_null("SLURM_STEP_ID")) {
     // Gloo under srun: the task's place from Slurm; its host's address found on its own interface.
     env.rank = first_env_int({"SLURM_PROCID"}, 0, 0);
     env.world_size = first_env_int({"SLURM_NTASKS"}, 1, 1);
     env.local_rank = first_env_int({"SLURM_LOCALID"}, 0, 0);
-    const char* per_node = env_or_null("SLURM_STEP_TASKS_PER_NODE");
-    env.local_world_size = per_node ? leading_int("SLURM_STEP_TASKS_PER_NODE", per_node) : 1;
-    env.host_index = first_env_int({"SLURM_NODEID"}, 0, -1);
+    env.local_world_size = slurm_tasks_per_node();
     env.hostname = "auto";
     if (const char* job = env_or_null("SLURM_JOB_ID"))
-      env.run_id = std::string("slurm-") + job + "." + (env_or_null("SLURM_STEP_ID") ? env_or_null("SLURM_STEP_ID") : "0");
+      env.run_id = std::string("slurm-") + job + "." + env_or_null("SLURM_STEP_ID");
     MS_CHECK(env.rank < env.world_size, "environment variable SLURM_PROCID={} is not below SLURM_NTASKS={}", env.rank,
              env.world_size);
   } else {
@@ -118,7 +116,9 @@ CommEnv CommEnv::from_environment() {
   if (const char* v = env_or_null("MEGASCALE_RUN_ID")) env.run_id = v;
   if (const char* v = env_or_null("MEGASCALE_HOST")) env.hostname = v;
   if (env.hostname == "auto") env.hostname = first_interface_address();
-  env.host_index = first_env_int({"MEGASCALE_HOST_INDEX"}, 0, env.host_index);
+  // The driver's host index, else (in an srun step) Slurm's node.
+  env.host_index = first_env_int({"MEGASCALE_HOST_INDEX"}, 0,
+                                 env_or_null("SLURM_STEP_ID") ? first_env_int({"SLURM_NODEID"}, 0, -1) : -1);
   return env;
 }
 

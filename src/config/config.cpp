@@ -235,6 +235,7 @@ void Config::resolve_layout(int world_size) {
   } else {
     t.global_batch = t.batch_size * t.grad_accum * p.dp;
   }
+  validate();  // the rules that involve dp, now that it is known (e.g. train.device = cuda needs dp = 1)
 }
 
 }  // namespace ms

@@ -163,7 +163,7 @@ void Config::validate() const {
            "config: train.batch_size={} x train.grad_accum={} x parallel.dp={} sequences per step is too large",
            t.batch_size, t.grad_accum, p.dp);
   // One GPU, one process (issue 25 brings the parallel axes onto GPUs). dp = 0 (all ranks) is
-  // checked again once the world's size is known (parallel/parallel_model.cpp).
+  // checked again once the world's size is known (Config::resolve_layout validates again).
   MS_CHECK(t.device == Device::kCpu || (p.tp == 1 && p.pp == 1 && p.dp <= 1),
            "config: train.device='cuda' trains in one process for now; parallel.tp={}, parallel.pp={}, parallel.dp={} "
            "need train.device='cpu' (3D parallelism on GPUs is not built yet)", p.tp, p.pp, p.dp);

@@ -84,6 +84,10 @@ class KernelBackend {
   virtual float masked_loss_mean(const float* losses, const int* host_targets, int N) = 0;
 };
 
+// masked_loss_mean's arithmetic on host arrays (every backend's, so the loss has the same bits for
+// the same per-row losses).
+float masked_loss_mean_host(const float* losses, const int* targets, int N);
+
 // The CPU kernels (one instance per process).
 KernelBackend& cpu_kernels();
 // The CUDA kernels on the default stream; throws a named ms::Error without MEGASCALE_WITH_CUDA or

@@ -1,6 +1,7 @@
 // backend_cuda.cpp (CUDA builds only): the CUDA KernelBackend (backend.h): every entry forwards to
 // its ms::cuda:: kernel (cuda_kernels.h) on the default stream; masked_loss_mean reads the losses
-// back into a host scratch that only grows, waits for the stream and runs the CPU backend's loop.
+// back into a host scratch that only grows, waits for the stream and averages them on the host
+// (masked_loss_mean_host, the CPU backend's arithmetic).
 #include <cstddef>  // size_t
 #include <vector>
 
@@ -112,14 +113,7 @@ class CudaBackend final : public KernelBackend {
     if (host_losses_.size() < n) host_losses_.resize(n);
     copy_bytes(host_losses_.data(), Device::kCpu, losses, Device::kCuda, n * sizeof(float), stream());
     stream_sync(stream());
-    double sum = 0;
-    int count = 0;
-    for (int i = 0; i < N; i++)
-      if (host_targets[i] >= 0) {
-        sum += host_losses_[static_cast<size_t>(i)];
-        count++;
-      }
-    return count ? static_cast<float>(sum / count) : 0.0f;
+    return masked_loss_mean_host(host_losses_.data(), host_targets, N);
   }
 
  private:

@@ -17,7 +17,7 @@ namespace ms {
 GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const ModelShard& shard, int activation_slots,
          Device device)
     : cfg_(cfg), maxB_(maxB), maxT_(maxT), C_(cfg.n_embd), NH_(cfg.n_head),
-      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), shard_(shard), device_(device), k_(&kernels_for(device)),
+      V_(cfg.vocab_size), Vp_(cfg.padded_vocab()), shard_(shard), k_(&kernels_for(device)),
       precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
   MS_CHECK(activation_slots >= 1, "GPT: {} activation slots (at least 1)", activation_slots);
@@ -38,15 +38,15 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
   // lnf_w_ marks where the blocks end (block_end) also in a chunk without the head.
   wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = has_head_ ? lay.lnf_w : lay.blocks_end, lnf_b_ = lay.lnf_b;
   const size_t off = lay.total;
-  params_.resize(off, device_);
-  grads_.resize(off, device_);
+  params_.resize(off, device);
+  grads_.resize(off, device);
   MS_CHECK(precision_ == DType::kF32 || precision_ == DType::kBF16, "GPT: precision {} is not fp32 or bf16",
            dtype_name(precision_));
   assign_activations();
   if (precision_ == DType::kBF16) {
     bf16_weights_.resize(off, *k_);
     static bool noticed = false;  // one line per process
-    if (device_ == Device::kCpu && !bf16_gemm_uses_amx() && !noticed) {
+    if (device == Device::kCpu && !bf16_gemm_uses_amx() && !noticed) {
       noticed = true;
       logger().info("precision=bf16 without AMX-BF16: bf16 GEMMs run on {} (oneDNN), attention on {}; results "
                     "agree within bf16 rounding", bf16_gemm_isa(),
@@ -54,8 +54,6 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
     }
   }
 }
-
-GPT::~GPT() = default;
 
 int GPT::local_rows(int B, int T) const { return rows_exchanged_ ? B * T / shard_.parts : B * T; }
 
@@ -161,7 +159,7 @@ void GPT::assign_activations() {
   want(&dln_, N * C); want(&dqkv_, N * 3 * Cl); want(&datty_, N * Cl); want(&dfch_, N * Fl);
   size_t total = 0;
   for (const auto& w : plan) total += w.second;
-  acts_.resize(total, device_);
+  acts_.resize(total, device());
   float* p = acts_.data();
   for (const auto& [ptr, count] : plan) { *ptr = p; p += count; }
   for (ActSlot& sl : slots_)
@@ -169,10 +167,10 @@ void GPT::assign_activations() {
       if (bf16) { a.ln1 = shared_ln1; a.ln2 = shared_ln2; }
   if (!rows_exchanged_) dres_full_ = dres_;
   if (!split) dln_local_ = dln_;
-  inputs_all_.resize(has_emb_ ? N * slots_.size() : 0, device_);
+  inputs_all_.resize(has_emb_ ? N * slots_.size() : 0, device());
   if (has_emb_)
     for (size_t k = 0; k < slots_.size(); k++) slots_[k].inputs = inputs_all_.data() + k * N;
-  targets_.resize(has_head_ ? N : 0, device_);
+  targets_.resize(has_head_ ? N : 0, device());
 
   if (bf16) {
     // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the bf16
@@ -180,7 +178,7 @@ void GPT::assign_activations() {
     const size_t per_block16 = N * (C + Cl + (par ? 0 : C) + Fl);
     const size_t per_slot16 = per_block16 * L_ + (has_head_ ? N * C + N * Vl : 0);
     const size_t dout_max = N * std::max(C, Fl);
-    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl, device_);
+    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl, device());
     bf16_t* q = acts_bf16_.data();
     auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
     for (ActSlot& sl : slots_) {
@@ -236,7 +234,7 @@ GPT::Footprint GPT::footprint() const {
 void GPT::init_weights(uint64_t seed) {
   bf16_weights_.mark_stale();
   params_.zero();
-  if (device_ == Device::kCpu) {
+  if (device() == Device::kCpu) {
     init_weights_host(seed, params_.data());
     return;
   }
@@ -253,12 +251,10 @@ void GPT::load_params(const float* host) {
 void GPT::copy_logits_to_host(int row, int rows, float* out) const {
   MS_CHECK(has_head_ && row >= 0 && rows >= 0 && row + rows <= B_ * T_, "GPT: logits rows [{}, {}) of a {}x{} forward",
            row, row + rows, B_, T_);
-  copy_bytes(out, Device::kCpu, logits_ + static_cast<size_t>(row) * Vl_, device_,
-             static_cast<size_t>(rows) * Vl_ * sizeof(float));
-  if (device_ == Device::kCuda) stream_sync(k_->stream());
+  const size_t at = static_cast<size_t>(logits_ - acts_.data()) + static_cast<size_t>(row) * Vl_;
+  acts_.download(out, static_cast<size_t>(rows) * Vl_, at);
 }
 
-// base: the zeroed host buffer of the whole layout.
 void GPT::init_weights_host(uint64_t seed, float* base) const {
   std::vector<float> full;
   for (size_t i = 0; i < specs_.size(); i++) {

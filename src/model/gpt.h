@@ -61,9 +61,9 @@
 #include "model/param_layout.h"    // ParamSpec, ParamKind, ModelShard
 #include "model/tensor_regions.h"  // TensorRegions
 
-namespace ms { class KernelBackend; }
-
 namespace ms {
+
+class KernelBackend;
 
 // Pointers of one block's parameters (or gradients) into a flat buffer (local shapes).
 struct BlockParams {
@@ -96,8 +96,7 @@ class GPT {
   // device: where the tensors live and the kernels run (kCuda: throws a named error unless a GPU opens).
   GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision = DType::kF32, const ModelShard& shard = {},
       int activation_slots = 1, Device device = Device::kCpu);
-  ~GPT();
-  Device device() const { return device_; }
+  Device device() const { return params_.device(); }
   KernelBackend& kernels() const { return *k_; }
 
   // The ranks' meeting points (tensor_regions.h); nullptr restores the one-rank identity. Not owned.
@@ -214,8 +213,8 @@ class GPT {
   void lm_head_forward(const float* x, int N);
   // targets: the device copy; host_targets: the caller's host array (same values).
   float cross_entropy(const int* targets, const int* host_targets, int N, float dloss);
-  // The whole layout's initial values into host memory p (init_weights).
-  void init_weights_host(uint64_t seed, float* p) const;
+  // The whole layout's initial values into host memory base, zeroed by the caller (init_weights).
+  void init_weights_host(uint64_t seed, float* base) const;
   void lm_head_backward(int N);
   // The bias of a row-parallel layer (replicated): added by part 0 only, so the sum over parts holds it once.
   const float* row_parallel_bias(const float* b) const { return shard_.index == 0 ? b : nullptr; }
@@ -235,8 +234,7 @@ class GPT {
   std::vector<ParamSpec> specs_;
   std::vector<size_t> block_offset_;  // offset of each block's first tensor
   size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
-  Device device_ = Device::kCpu;
-  KernelBackend* k_ = nullptr;  // the device's kernels (not owned)
+  KernelBackend* k_ = nullptr;  // the device's kernels (not owned); every buffer lives on k_->device()
   DeviceArray<float> params_, grads_;
 
   // Activations and backward scratch, carved out of one buffer.

@@ -132,15 +132,15 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, float dl
   if (has_emb_) {
     for (int i = 0; i < N; i++)
       MS_CHECK(inputs[i] >= 0 && inputs[i] < V_, "GPT::forward: input token {} at {} is outside [0, {})", inputs[i], i, V_);
-    copy_bytes(inputs_, device_, inputs, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
+    copy_bytes(inputs_, device(), inputs, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
   }
   // The CPU cross-entropy validates targets itself; a device kernel cannot throw, so they are checked here.
-  if (targets && has_head_ && device_ != Device::kCpu)
+  if (targets && has_head_ && device() != Device::kCpu)
     for (int i = 0; i < N; i++)
       MS_CHECK(targets[i] >= -1 && targets[i] < V_, "GPT::forward: target {} at {} is outside [0, {}) (or -1: ignored)",
                targets[i], i, V_);
   if (targets && has_head_)
-    copy_bytes(targets_.data(), device_, targets, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
+    copy_bytes(targets_.data(), device(), targets, Device::kCpu, sizeof(int) * static_cast<size_t>(N), k_->stream());
   B_ = B; T_ = T;
   const bool bf16 = precision_ == DType::kBF16;
   const size_t first_block = L_ > 0 ? block_offset_[0] : lnf_w_;

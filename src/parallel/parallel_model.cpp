@@ -47,9 +47,6 @@ ParallelModel::ParallelModel(const Config& cfg, Communicator* dp, Communicator* 
     : cfg_(cfg), pp_(size_of(pp) > 1 ? pp : nullptr), embedding_(embedding), tp_comm_(tp),
       stage_(pp_ ? pp_->rank() : 0), dp_size_(size_of(dp)) {
   const int P = size_of(pp_), v = pp_ ? cfg.parallel.virtual_stages : 1;
-  MS_CHECK(cfg.train.device == Device::kCpu || (dp_size_ == 1 && size_of(tp) == 1 && P == 1),
-           "train.device='cuda' trains in one process for now: this rank has dp={} tp={} pp={} (3D parallelism on "
-           "GPUs is not built yet; use train.device='cpu')", dp_size_, size_of(tp), P);
   const ScheduleSpec spec = schedule_spec(cfg, P);
   validate_schedule(spec, cfg.model.n_layer);
   const PipelineSchedule sch = build_schedule(spec);

@@ -137,15 +137,19 @@ class CpuKernels final : public KernelBackend {
   void copy(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, sizeof(float) * n); }
   void fill(float* p, float value, size_t n) override { std::fill(p, p + n, value); }
   float masked_loss_mean(const float* losses, const int* targets, int N) override {
-    double sum = 0;
-    int count = 0;
-    for (int i = 0; i < N; i++)
-      if (targets[i] >= 0) { sum += losses[i]; count++; }
-    return count ? static_cast<float>(sum / count) : 0.0f;
+    return masked_loss_mean_host(losses, targets, N);
   }
 };
 
 }  // namespace
+
+float masked_loss_mean_host(const float* losses, const int* targets, int N) {
+  double sum = 0;
+  int count = 0;
+  for (int i = 0; i < N; i++)
+    if (targets[i] >= 0) { sum += losses[i]; count++; }
+  return count ? static_cast<float>(sum / count) : 0.0f;
+}
 
 KernelBackend& cpu_kernels() {
   static CpuKernels k;
