@@ -58,8 +58,8 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
   cmd->add_option("--same-failure-limit", d.same_failure_limit, "driver mode: the same failure (kind, rank, step) this many "
                   "times in a row ends the job")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_flag("!--no-selfcheck", d.selfcheck, "driver mode: skip the self-checks before a restart");
-  cmd->add_option("--selfcheck-margin", d.selfcheck_gemm_margin, "driver mode: a host whose GEMM speed is below (1 - margin) "
-                  "x the hosts' median fails")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--selfcheck-margin", d.selfcheck_gemm_margin, "driver mode: a host whose GEMM speed or own all-reduce "
+                  "bandwidth is below (1 - margin) x the hosts' median fails")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--selfcheck-timeout", d.selfcheck_timeout_s, "driver mode: seconds a self-check round may take")
       ->check(CLI::Range(1.0, 3600.0))->capture_default_str();
   cmd->add_option("--stop-grace", a.stop_grace_s, "driver mode: seconds between the recovery stop signal and SIGKILL")

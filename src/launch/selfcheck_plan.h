@@ -6,7 +6,7 @@
 //     rounds of disjoint pairs so that no host is in two groups at once.
 // Judgment: a host fails when its GEMM result is wrong, its GEMM speed or its own all-reduce
 // bandwidth is below (1 - margin) x the hosts' lower median (of 2 hosts the slower one: two cannot
-// tell which is slow, so neither fails on speed), its own all-reduce failed, or every pair it was in
+// tell which is slow, so neither fails on speed; a host of one process measures no bandwidth), its own all-reduce failed, or every pair it was in
 // failed while each partner passed its own checks (so one bad host does not take its good
 // neighbours down with it).
 // Pure logic: unit-tested without processes.
@@ -48,7 +48,7 @@ struct HostCheck {
   bool gemm_ok = false;
   double gemm_gflops = 0;
   bool allreduce_ok = false;
-  double allreduce_gbps = 0;  // the host's own all-reduce bandwidth (its slowest rank's view)
+  double allreduce_gbps = 0;  // the host's own all-reduce bandwidth (its slowest rank's view); 0: not measured
   std::string detail;        // the checks' own words for a failure ("all-reduce of 1 MiB: expected 6, got 7")
   std::vector<std::pair<int, bool>> pairs;  // (partner host, passed)
 };

@@ -153,6 +153,9 @@ void run_collective_phases(Communicator& comm, const CollectiveCheckOptions& opt
   }
 
   // (b) Bandwidth: one warm-up, then bench_iters timed all-reduces; the slowest rank's time counts.
+  // A group of one moves nothing across any link (its "all-reduce" is a memory copy, whose speed
+  // under load says nothing of the host's health): not measured, reported as null.
+  if (comm.size() == 1) return;
   const size_t count = opt.bench_bytes / sizeof(float);
   b.data.assign(count, 1.0f);
   comm.all_reduce(b.data.data(), count, DType::kF32, ReduceOp::kSum);
@@ -205,7 +208,7 @@ std::string selfcheck_report_json(const SelfCheckReport& r) {
   j["allreduce_ok"] = r.collective ? json(r.collective->ok) : r.collective_requested ? json(false) : json(nullptr);
   j["allreduce_error"] = r.collective ? (r.collective->ok ? json(nullptr) : json(r.collective->error))
                                       : r.collective_requested ? json(stopped) : json(nullptr);
-  j["allreduce_gbps"] = r.collective ? num(r.collective->gbps) : json(nullptr);
+  j["allreduce_gbps"] = r.collective && r.collective->gbps > 0 ? num(r.collective->gbps) : json(nullptr);
   j["allreduce_failed_ranks"] = r.collective ? json(r.collective->failed_ranks) : json(nullptr);
   j["allreduce_suspect_ranks"] = r.collective ? json(r.collective->suspect_ranks) : json(nullptr);
   j["fault_injected"] = r.collective && r.collective->fault_injected;

@@ -77,7 +77,8 @@ struct CollectiveCheckOptions {
 struct CollectiveCheckResult {
   bool ok = false;         // agreed: no member saw a wrong sum
   std::string error;       // when !ok: this rank's first wrong sum (size, element, got vs expected), else who saw one
-  double gbps = 0;         // algorithm bandwidth: bench_bytes / (slowest rank's time per all-reduce) / 1e9
+  double gbps = 0;         // algorithm bandwidth: bench_bytes / (slowest rank's time per all-reduce) / 1e9;
+                           // 0 (not measured) for a group of one
   std::vector<int> failed_ranks;   // members that saw a wrong sum
   std::vector<int> suspect_ranks;  // members whose contribution, as the others received it, was not r+1
   bool fault_injected = false;

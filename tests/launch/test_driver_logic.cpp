@@ -145,6 +145,13 @@ TEST(DriverSelfCheckPlan, JudgmentNamesTheBadHostOnly) {
   EXPECT_FALSE(v[1].ok);
   EXPECT_NE(v[1].why.find("GB/s"), std::string::npos) << v[1].why;
   EXPECT_TRUE(v[2].ok);
+  // A host of one process measures no bandwidth (0): never judged on it, nor counted in the median
+  // (lower_median drops it; counted, the median of 0, 0.3, 0.9, 1.0 would be 0.3 and the slow host pass).
+  std::vector<HostCheck> bw0 = {good(0), good(1), good(2), good(3)};
+  bw0[0].allreduce_gbps = 0, bw0[1].allreduce_gbps = 1.0, bw0[2].allreduce_gbps = 0.3, bw0[3].allreduce_gbps = 0.9;
+  v = judge_selfchecks(bw0, 0.5);
+  EXPECT_TRUE(v[0].ok && v[1].ok && v[3].ok);
+  EXPECT_FALSE(v[2].ok);
   std::vector<HostCheck> link = {good(0), good(1), good(2)};
   link[1].pairs = {{0, false}, {2, false}};
   link[0].pairs = {{1, false}, {2, true}};

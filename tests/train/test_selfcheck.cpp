@@ -78,7 +78,7 @@ TEST(SelfCheckCollective, WorldOfOneInProcess) {
   EXPECT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(r.failed_ranks.empty());
   EXPECT_TRUE(r.suspect_ranks.empty());
-  EXPECT_GT(r.gbps, 0.0);
+  EXPECT_EQ(r.gbps, 0.0) << "a group of one measures no bandwidth";
 
   opt.inject_fault = true;
   r = ms::run_collective_check(*world, opt);
@@ -217,6 +217,18 @@ TEST_F(SelfCheckProcTest, GemmOnlyAlone) {
   EXPECT_EQ(j.value("gemm_ok", false), true) << j.dump();
   EXPECT_GT(j.value("gemm_gflops", 0.0), 0.0);
   EXPECT_TRUE(j["allreduce_ok"].is_null());
+  EXPECT_EQ(j.value("world", 0), 1);
+}
+
+// A group of one checks its sum but measures no bandwidth: its "all-reduce" crosses no link.
+TEST_F(SelfCheckProcTest, CollectiveAloneChecksTheSumAndMeasuresNoBandwidth) {
+  const ms::testing::CmdResult c =
+      ms::testing::run_cmd(std::string("env -u RANK -u WORLD_SIZE -u MEGASCALE_BACKEND -u MEGASCALE_FAULT ") +
+                           MEGASCALE_BINARY + " selfcheck --collective --out " + path("alone.json"));
+  EXPECT_EQ(c.code, 0) << c.output;
+  const json j = json::parse(ms::testing::slurp(path("alone.json")));
+  EXPECT_EQ(j.value("allreduce_ok", false), true) << j.dump();
+  EXPECT_TRUE(j["allreduce_gbps"].is_null()) << j.dump();
   EXPECT_EQ(j.value("world", 0), 1);
 }
 
