@@ -51,6 +51,7 @@
 #include <cstdint>  // uint64_t
 #include <functional>  // std::function
 #include <string>
+#include <utility>  // std::pair
 #include <vector>
 
 #include "base/bf16.h"           // bf16_t
@@ -140,13 +141,27 @@ class GPT {
   // itself knows nothing of them. Offsets are into params()/grads().
   // grad_ready(lo, hi): during backward(), the gradients of [lo, hi) are final for this backward.
   //   Ranges arrive in decreasing offset order (ln_f, block L-1, ..., block 0, embeddings) and
-  //   cover every parameter exactly once per backward.
+  //   cover every parameter exactly once per backward (defer_token_grad below: the token
+  //   embedding's range comes first).
   // param_wait(lo, hi): during forward(), called before parameters [lo, hi) are first read, in
   //   increasing offset order (embeddings, block 0, ..., ln_f), covering every parameter once; in
   //   bf16 mode a stale weight copy is then refreshed range by range as they arrive.
   using RangeHook = std::function<void(size_t lo, size_t hi)>;
   void set_grad_ready_hook(RangeHook fn) { grad_ready_ = std::move(fn); }
   void set_param_wait_hook(RangeHook fn) { param_wait_ = std::move(fn); }
+  // The tied token embedding split in two (a chunk with both the embedding and the head): with
+  // defer_token_grad(), the NEXT backward() reports the token embedding's range
+  // token_embedding_range() ready right after the LM head's backward, before every other range (its
+  // gradient is then the head's part only, final for this backward), and leaves the lookup's part
+  // out of grads(): row i of token_grad_rows() (N,C; N = token_grad_count()) belongs to token id
+  // token_ids()[i] (ids outside
+  // [vocab_offset(), vocab_offset() + local_vocab()) belong to other tensor-parallel parts). The
+  // caller adds those rows itself; they stay valid until the next forward(). Applies once.
+  void defer_token_grad();
+  std::pair<size_t, size_t> token_embedding_range() const { return {wte_, wte_ + static_cast<size_t>(Vl_) * C_}; }
+  const float* token_grad_rows() const { return token_grad_rows_; }
+  int token_grad_count() const { return token_grad_rows_ ? token_grad_n_ : 0; }
+  const int* token_ids() const { return inputs_; }
 
   void zero_grad() { grads_.zero(); }
 
@@ -209,7 +224,7 @@ class GPT {
   void block_forward(int l, const float* x, int B, int T);
   void block_backward(int l, const float* x, int B, int T);
   void embedding_forward(const int* inputs, int B, int T);
-  void embedding_backward(int B, int T);
+  void embedding_backward(int B, int T, bool defer_token_rows);
   void lm_head_forward(const float* x, int N);
   // targets: the device copy; host_targets: the caller's host array (same values).
   float cross_entropy(const int* targets, const int* host_targets, int N, float dloss);
@@ -259,6 +274,9 @@ class GPT {
   DType precision_ = DType::kF32;
   Bf16WeightCache bf16_weights_;
   RangeHook grad_ready_, param_wait_;
+  bool defer_token_grad_ = false;            // defer_token_grad(): the next backward only
+  const float* token_grad_rows_ = nullptr;   // (N,C) the deferred lookup rows, after such a backward
+  int token_grad_n_ = 0;                     // their N
   // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
   size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
   DeviceArray<bf16_t> acts_bf16_;

@@ -76,14 +76,22 @@ void GPT::block_backward(int l, const float* x, int B, int T) {
 
 // dwpe[position] += dres on this part's rows; dwte[id - v0] += the gathered rows whose id this
 // part holds, each element summed in row order (the backend's embedding_backward): deterministic,
-// and independent of the regions' chunking (the sums run after the gather).
-void GPT::embedding_backward(int B, int T) {
+// and independent of the regions' chunking (the sums run after the gather). defer_token_rows: no
+// id is added (an empty id range); the gathered rows are left in token_grad_rows_.
+void GPT::embedding_backward(int B, int T, bool defer_token_rows) {
   const int N = B * T, n = local_rows(B, T), C = C_;
   float* dwte = grads_.data() + wte_;
   float* dwpe = grads_.data() + wpe_;
   const int row0 = rows_exchanged_ ? shard_.index * n : 0;
   const float* d = regions_->gather_rows(dres_, dres_full_, n, C, [](int, int) {});
-  k_->embedding_backward(dwte, dwpe, d, dres_, inputs_, N, n, C, T, row0, v0_, v0_ + Vl_);
+  k_->embedding_backward(dwte, dwpe, d, dres_, inputs_, N, n, C, T, row0, v0_, defer_token_rows ? v0_ : v0_ + Vl_);
+  token_grad_rows_ = defer_token_rows ? d : nullptr;
+  token_grad_n_ = N;
+}
+
+void GPT::defer_token_grad() {
+  MS_CHECK(has_emb_ && has_head_, "GPT::defer_token_grad: the chunk holds {}", has_emb_ ? "no LM head" : "no embedding");
+  defer_token_grad_ = true;
 }
 
 void GPT::backward(const float* dout) {
@@ -94,11 +102,15 @@ void GPT::backward(const float* dout) {
   const int B = B_, T = T_, N = B * T, n = local_rows(B, T), C = C_;
   const float* P = params_.data();
   float* G = grads_.data();
+  const bool split = defer_token_grad_;  // the tied embedding in two (defer_token_grad)
+  defer_token_grad_ = false;
+  const size_t wte_end = token_embedding_range().second;
 
   if (has_head_) {
     // LM head (tied to wte) and final LayerNorm.
     const float* x_last = blocks_[L_ - 1].out;
     lm_head_backward(N);
+    if (split && grad_ready_) grad_ready_(wte_, wte_end);  // the head's part of the tied embedding
     k_->fill(dres_, 0.0f, static_cast<size_t>(n) * C);
     k_->layernorm_backward(dres_, G + lnf_w_, G + lnf_b_, dln_local_, x_last, P + lnf_w_, lnf_mean_, lnf_rstd_, n, C);
     if (grad_ready_) grad_ready_(lnf_w_, params_.size());
@@ -111,8 +123,9 @@ void GPT::backward(const float* dout) {
     if (grad_ready_) grad_ready_(block_offset_[l], block_end(l));
   }
   // dres_ now holds the gradient of the chunk's input (input_grad()).
-  if (has_emb_) embedding_backward(B, T);
-  if (grad_ready_ && block_offset_[0] > 0) grad_ready_(0, block_offset_[0]);  // embeddings / the head's wte copy
+  if (has_emb_) embedding_backward(B, T, split);
+  const size_t emb_lo = split ? wte_end : 0;  // split: wte was reported after the head
+  if (grad_ready_ && block_offset_[0] > emb_lo) grad_ready_(emb_lo, block_offset_[0]);  // embeddings / the head's wte copy
 }
 
 }  // namespace ms

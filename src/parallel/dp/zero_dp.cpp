@@ -65,6 +65,19 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
     const size_t lo = layout_.owned_lo(b), hi = layout_.owned_hi(b);
     std::copy(P + lo, P + hi, shard_params_.data() + layout_.buckets()[b].local);
   }
+  // The tied embedding split (zero_dp.h): [0, tied_hi_) is the token embedding; the buckets wholly
+  // inside it are the last ones (tied_first_..nb-1); this rank's owned runs of it, for the rows.
+  split_tied_ = model_.has_embedding() && model_.has_head() && model_.device() == Device::kCpu;
+  if (split_tied_) {
+    MS_CHECK(model_.token_embedding_range().first == 0, "ZeRO-2: the token embedding does not start the buffer");
+    tied_hi_ = model_.token_embedding_range().second;
+    tied_first_ = nb;
+    while (tied_first_ > 0 && layout_.buckets()[tied_first_ - 1].end <= tied_hi_) tied_first_--;
+    for (size_t b = 0; b < nb; b++) {
+      const size_t lo = layout_.owned_lo(b), hi = std::min(layout_.owned_hi(b), tied_hi_);
+      if (lo < hi) tied_owned_.push_back({lo, hi, layout_.buckets()[b].local});
+    }
+  }
   if (optim.name == OptimizerKind::kLamb)
     optimizer_.set_norm_reduce([this](double* w_sq, double* r_sq) { reduce_lamb_norms(w_sq, r_sq); });
   model_.set_grad_ready_hook([this](size_t lo, size_t hi) { on_grad_ready(lo, hi); });
@@ -75,15 +88,17 @@ ZeroDataParallel::~ZeroDataParallel() {
   model_.set_grad_ready_hook(nullptr);
   model_.set_param_wait_hook(nullptr);
   // The comm thread must not write into freed buffers: drain what is in flight.
-  for (auto* works : {&rs_, &ag_})
-    for (CommWork& w : *works) {
-      if (!w.valid()) continue;
-      try {
-        w.wait();
-      } catch (const std::exception&) {
-        // Already failing: the error that matters was reported by whoever waited first.
-      }
+  std::vector<CommWork*> works = {&rows_ag_};
+  for (auto* list : {&rs_, &ag_})
+    for (CommWork& w : *list) works.push_back(&w);
+  for (CommWork* w : works) {
+    if (!w->valid()) continue;
+    try {
+      w->wait();
+    } catch (const std::exception&) {
+      // Already failing: the error that matters was reported by whoever waited first.
     }
+  }
 }
 
 bool ZeroDataParallel::staged(size_t b) const {
@@ -91,7 +106,18 @@ bool ZeroDataParallel::staged(size_t b) const {
   return k.padded(comm_.size()) != k.end - k.start;
 }
 
+void ZeroDataParallel::arm_backward(bool last_micro_batch) {
+  armed_ = last_micro_batch;
+  split_armed_ = armed_ && split_tied_;
+  if (split_armed_) model_.defer_token_grad();
+}
+
 void ZeroDataParallel::on_grad_ready(size_t lo, size_t hi) {
+  // The split tied embedding's head part comes first, out of order: its buckets start now.
+  if (split_armed_ && lo == 0 && hi == tied_hi_) {
+    if (overlap_) start_tied_head_reduce_scatters();
+    return;
+  }
   // The model reports ranges in decreasing offset order, once per backward (model/gpt.h); a bucket
   // is started when the range reaching its start arrives, which relies on that order.
   if (hi == layout_.numel()) last_ready_lo_ = hi;  // a new backward
@@ -100,11 +126,57 @@ void ZeroDataParallel::on_grad_ready(size_t lo, size_t hi) {
   last_ready_lo_ = lo;
   if (!armed_ || !overlap_) return;
   const auto& bk = layout_.buckets();
-  while (next_rs_ < bk.size() && bk[next_rs_].start >= lo && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);
+  // Split: below tied_hi_ only the head's part remains, already final; the buckets wholly inside
+  // the embedding have started.
+  const size_t floor = split_armed_ && lo <= tied_hi_ ? 0 : lo, end = split_armed_ ? tied_first_ : bk.size();
+  while (next_rs_ < end && bk[next_rs_].start >= floor && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);
+}
+
+void ZeroDataParallel::start_tied_head_reduce_scatters() {
+  if (tied_started_) return;
+  for (size_t b = tied_first_; b < layout_.buckets().size(); b++) start_grad_reduce_scatter(b);
+  tied_started_ = true;
+}
+
+void ZeroDataParallel::start_token_rows_all_gather() {
+  // One all-gather of N rows and then N ids per rank; an id travels as a float (exact below 2^24,
+  // checked), the element types the collectives carry being fp32 and bf16.
+  const size_t N = static_cast<size_t>(model_.token_grad_count()), C = static_cast<size_t>(model_.config().n_embd);
+  MS_CHECK(N > 0, "ZeRO-2: the backward left no token embedding rows");
+  MS_CHECK(model_.config().vocab_size < (1 << 24), "ZeRO-2: vocabulary of {} ids: an id no longer fits a float exactly",
+           model_.config().vocab_size);
+  const size_t per_rank = N * (C + 1), dp = static_cast<size_t>(comm_.size());
+  if (rows_send_.size() != per_rank) rows_send_.resize(per_rank), rows_recv_.resize(dp * per_rank);
+  std::memcpy(rows_send_.data(), model_.token_grad_rows(), N * C * sizeof(float));
+  const int* ids = model_.token_ids();
+  for (size_t i = 0; i < N; i++) rows_send_[N * C + i] = static_cast<float>(ids[i]);
+  rows_ag_ = comm_.start_all_gather(rows_send_.data(), rows_recv_.data(), per_rank, DType::kF32);
+}
+
+void ZeroDataParallel::finish_token_rows_all_gather() {
+  exposed_s_ += wait_timed(rows_ag_, "wait token rows all_gather");
+  const size_t C = static_cast<size_t>(model_.config().n_embd), per_rank = rows_send_.size(), N = per_rank / (C + 1);
+  const int v0 = model_.vocab_offset(), v1 = v0 + model_.local_vocab();
+  float* shard = shard_grads_.data();
+  // Ranks in order, rows in order: each owned element adds its token rows as the model would.
+  for (size_t q = 0; q < static_cast<size_t>(comm_.size()); q++) {
+    const float* rows = rows_recv_.data() + q * per_rank;
+    for (size_t i = 0; i < N; i++) {
+      const int id = static_cast<int>(rows[N * C + i]);
+      if (id < v0 || id >= v1) continue;
+      const size_t at = static_cast<size_t>(id - v0) * C;
+      const float* d = rows + i * C;
+      for (const OwnedRun& r : tied_owned_) {
+        const size_t a = std::max(r.lo, at), z = std::min(r.hi, at + C);
+        for (size_t g = a; g < z; g++) shard[r.local + (g - r.lo)] += d[g - at];
+      }
+    }
+  }
 }
 
 void ZeroDataParallel::set_deferred_prefix(size_t hi, std::function<void(float*)> combine) {
   MS_CHECK(hi <= layout_.numel(), "ZeRO-2: deferred prefix [0, {}) outside the {} gradients", hi, layout_.numel());
+  MS_CHECK(!split_tied_, "ZeRO-2: a deferred prefix on a chunk that holds both the embedding and the head");
   // Deferred buckets must be the tail of the backward order (so the others may start before them):
   // once a bucket is deferred, every later one (lower offsets) is too.
   const auto& bk = layout_.buckets();
@@ -129,16 +201,19 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
 }
 
 void ZeroDataParallel::finish_grad_reduce_scatter() {
-  const size_t nb = layout_.buckets().size();
-  while (next_rs_ < nb && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
-  if (next_rs_ < nb && combine_) {
+  const size_t nb = layout_.buckets().size(), end = split_armed_ ? tied_first_ : nb;
+  if (split_armed_) start_tied_head_reduce_scatters();  // overlap off
+  while (next_rs_ < end && !deferred(next_rs_)) start_grad_reduce_scatter(next_rs_++);  // overlap off, or not armed
+  if (next_rs_ < end && combine_) {
     TraceScope span("grad-combine");
     combine_(model_.grads());
   }
-  while (next_rs_ < nb) start_grad_reduce_scatter(next_rs_++);
+  while (next_rs_ < end) start_grad_reduce_scatter(next_rs_++);
+  if (split_armed_) start_token_rows_all_gather();
   for (size_t b = 0; b < nb; b++) exposed_s_ += wait_timed(rs_[b], "wait reduce_scatter");
+  if (split_armed_) finish_token_rows_all_gather();
   next_rs_ = 0;
-  armed_ = false;
+  armed_ = split_armed_ = tied_started_ = false;
 }
 
 double ZeroDataParallel::sum_across_ranks(double v) {

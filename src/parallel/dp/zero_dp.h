@@ -3,6 +3,15 @@
 //  - backward of the last micro-batch: each gradient bucket (dp_buckets.h, backward order) starts
 //    its reduce-scatter on the DP group's communication thread as soon as its last gradient is written
 //    (start_grad_reduce_scatter), while backward goes on; finish_grad_reduce_scatter waits for the rest;
+//  - the tied token embedding (a chunk with both the embedding and the LM head; its gradient is
+//    otherwise complete only at the very end of backward): the model is asked to split it
+//    (GPT::defer_token_grad), so the buckets wholly inside it start their reduce-scatter FIRST, as
+//    soon as the LM head's backward has written its dense part; the embedding lookup's part, one row
+//    per token, is all-gathered over the DP group after backward (start_token_rows_all_gather, N x C
+//    floats and N ids per rank, against Vp x C for the whole embedding) and each rank adds the rows of its shard, ranks in
+//    order, rows in order (finish_token_rows_all_gather). With one rank this is the model's own sum,
+//    bit for bit; with more, each element's sum is regrouped (head parts, then rows): within the
+//    layout-equivalence tolerances. Same arithmetic with overlap on or off;
 //  - clipping and the optimizer (AdamW, or LAMB with per-tensor norms summed over the whole tensor
 //    across ranks) run on this rank's shard only; optimizer state exists only for the shard;
 //  - start_param_all_gather queues every bucket's all-gather in forward order right after the
@@ -40,7 +49,8 @@ class ZeroDataParallel final : public ParamState {
   ~ZeroDataParallel() override;
 
   // Before the backward of micro-batch a of A: only the last one's gradients are reduced.
-  void arm_backward(bool last_micro_batch) { armed_ = last_micro_batch; }
+  // Asks the model to split the tied embedding's gradient on the last one (see above).
+  void arm_backward(bool last_micro_batch);
   void finish_grad_reduce_scatter();
   // Gradients of [0, hi) that must first be combined with another group's (pipeline parallelism:
   // the tied token embedding's copy on the first / last stage, summed over the embedding group):
@@ -102,6 +112,9 @@ class ZeroDataParallel final : public ParamState {
 
  private:
   void start_grad_reduce_scatter(size_t b);
+  void start_tied_head_reduce_scatters();  // the buckets wholly inside the token embedding
+  void start_token_rows_all_gather();      // the lookup's rows (and ids) of every DP rank
+  void finish_token_rows_all_gather();     // ... added into this rank's shard
   void finish_param_all_gather(size_t b);
   void on_grad_ready(size_t lo, size_t hi);
   void on_param_wait(size_t lo, size_t hi);
@@ -128,6 +141,14 @@ class ZeroDataParallel final : public ParamState {
   size_t deferred_hi_ = 0;                    // buckets with start < deferred_hi_ wait for combine_
   std::function<void(float*)> combine_;
   bool deferred(size_t b) const { return layout_.buckets()[b].start < deferred_hi_; }
+  // The tied embedding split (see above): possible for this chunk, and asked of this backward.
+  bool split_tied_ = false, split_armed_ = false, tied_started_ = false;
+  size_t tied_hi_ = 0;         // end of the token embedding [0, tied_hi_) in the flat buffer
+  size_t tied_first_ = 0;      // first bucket wholly inside it (buckets tied_first_.. are)
+  struct OwnedRun { size_t lo, hi, local; };  // owned [lo, hi) of the embedding at shard offset local
+  std::vector<OwnedRun> tied_owned_;
+  AlignedBuffer<float> rows_send_, rows_recv_;  // per rank: N rows of C, then N ids (as floats)
+  CommWork rows_ag_;
 };
 
 }  // namespace ms
