@@ -28,7 +28,8 @@ struct StepRecord {
   // The same model FLOP/s / the measured GEMM peak of all ranks (how close to the GEMM ceiling).
   double mfu_gemm = NAN;
   DType precision = DType::kF32;  // names the GEMM peak in the step line
-  double comm_exposed_ms = -1;  // data parallel: time the step waited on communication (-1: none)
+  double comm_exposed_ms = -1;  // data parallel, and the pipeline's tied-embedding sum: time the step waited on
+                                // that communication (-1: none)
   double tp_exposed_ms = -1;    // tensor parallel: time the step waited on the TP group (-1: none)
   double pp_wait_ms = -1;       // pipeline: time rank 0's stage waited on sends / receives (-1: none)
   double pp_idle = -1;          // pipeline: rank 0's idle fraction of the step, 1 - compute / step (-1: none)

@@ -45,7 +45,8 @@ StepRecord step_record(const TrainingRun& run, const StepStats& s) {
   r.mfu = run.hw_gflops > 0 ? model_flops / (run.hw_gflops * 1e9 * job_ranks) : NAN;
   r.mfu_gemm = run.gemm_gflops > 0 ? model_flops / (run.gemm_gflops * 1e9 * job_ranks) : NAN;
   r.precision = run.trainer->model().precision();
-  if (run.dp > 1) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
+  // The pipeline sums the tied embedding's two copies each step: data-parallel-like communication.
+  if (run.dp > 1 || cfg.parallel.pp > 1) r.comm_exposed_ms = s.comm_exposed_seconds * 1e3;
   if (cfg.parallel.tp > 1) r.tp_exposed_ms = s.tp_exposed_seconds * 1e3;
   if (cfg.parallel.pp > 1) r.pp_wait_ms = s.pp_wait_seconds * 1e3, r.pp_idle = 1.0 - s.compute_seconds / s.seconds;
   return r;

@@ -7,7 +7,9 @@
 //    losses and weights as one process (the layout-equivalence tolerances);
 //  - the driver inside an allocation (`--host-launcher "srun --jobid=J -N1 -n1 -w {host}"`, hosts
 //    h1=auto,h2=auto: Slurm node names that do not resolve, addresses found on the hosts) trains dp=2
-//    and survives a kill -9 of a rank: one restart from the last checkpoint, the job completes.
+//    and survives a kill -9 of a rank: one restart from the last checkpoint, the job completes;
+//  - the README's batch script (scripts/slurm/megascale.sbatch) submitted with `sbatch --wait -N2`:
+//    its own Redis on the first node, the driver, dp2 x pp2 with the single process's losses.
 // Needs root (CI runs as root), slurm-wlm and munge (scripts/setup.sh installs them); never skipped.
 #include <gtest/gtest.h>
 
@@ -25,9 +27,9 @@ namespace {
 
 using ms::testing::run_cmd;
 
-std::string slurm_cluster() {
-  return std::string("timeout 600 bash ") + MEGASCALE_SOURCE_DIR +
-         "/scripts/emulated_cluster.sh --hosts 2 --rate 1gbit --redis --slurm -- ";
+std::string slurm_cluster(bool redis = true) {
+  return std::string("timeout 600 bash ") + MEGASCALE_SOURCE_DIR + "/scripts/emulated_cluster.sh --hosts 2 --rate 1gbit " +
+         (redis ? "--redis " : "") + "--slurm -- ";
 }
 
 TEST(Slurm, SrunTrainsWithGlooAndWithMpiLikeOneProcess) {
@@ -68,6 +70,28 @@ TEST(Slurm, DriverInsideAnAllocationSurvivesAKilledRank) {
   EXPECT_EQ(s["final_step"].get<int>(), 12) << s.dump();
   EXPECT_EQ(s["restarts"].get<int>(), 1) << s.dump();
   EXPECT_EQ(s["faults"].size(), 1u) << s.dump();
+}
+
+// The batch script the README documents (scripts/slurm/megascale.sbatch), as a user submits it: it
+// starts its own Redis with a fresh password on the first node and the driver over `srun --overlap`;
+// dp2 x pp2 on 2 nodes x 2 ranks gives the single process's losses and weights.
+TEST(Slurm, TheDocumentedBatchScriptTrainsLikeOneProcess) {
+  ms::testing::LayoutRuns runs("slurm_sbatch", ms::testing::kTpConfig);
+  runs.train(ms::testing::megascale_bin(), "ref", "");
+  const std::string out = runs.dir() + "/sbatch";
+  const std::string script =
+      "env MEGASCALE_BIN=" + ms::testing::megascale_bin() + " MEGASCALE_NPROC_PER_HOST=2 MEGASCALE_DRIVER_ARGS='--log-dir " +
+      out + "_driver' sbatch --wait -N2 -o " + runs.dir() + "/slurm.out " + MEGASCALE_SOURCE_DIR +
+      "/scripts/slurm/megascale.sbatch " + runs.dir() + "/cfg.toml --train.out_dir=" + out +
+      " --parallel.dp=2 --parallel.pp=2 --train.pin_threads=false; rc=$?; cat " + runs.dir() + "/slurm.out; exit $rc";
+  const auto r = run_cmd(slurm_cluster(/*redis=*/false) + "sh -c " + ms::launch::shell_quote(script));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("placement: host 10.77.0.2: ranks 2 (tp=0,dp=0,pp=1), 3 (tp=0,dp=1,pp=1)"), std::string::npos)
+      << r.output;
+  runs.expect_same_run("ref", "sbatch", 6, 1e-5, 3e-5, -1);
+  std::ifstream f(out + "_driver/summary.json");
+  ASSERT_TRUE(f.good()) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(f)["restarts"].get<int>(), 0);
 }
 
 }  // namespace
