@@ -7,12 +7,12 @@
 #  2. start-up: init_world (Redis rendezvous) + the rank grid's groups for 8, 16 and 32 ranks on 4
 #     hosts (the slowest rank; no per-group barrier), 1 Gbit/s;
 #  3. overlap where links are slow (1 Gbit/s): a GPT-2-small-sized model (12 layers, C 768, 12 heads,
-#     GPT-2's vocabulary; B 4 x T 256, fp32, 3 steps, one thread per rank) on 2 hosts x 1 rank:
+#     GPT-2's vocabulary; B 4 x T 256, 4 steps, one thread per rank) on 2 hosts x 1 rank:
 #     ZeRO-2 dp = 2 with overlap on and off (exposed DP communication per step, the trainer's
-#     comm_exposed; also the same body with a 512-token vocabulary, without GPT-2's large tied
-#     embedding), and pp = 2 with decoupled and paired send/recv (pipeline wait per step; also on
-#     100 Mbit/s links, where an activation's transfer is longer than the bubble's gaps), median of
-#     steps 2..3;
+#     comm_exposed; also with B 8, twice the compute for the same communication), and pp = 2
+#     (4 micro-batches) with decoupled and paired send/recv: the pipeline's exposed communication is
+#     its wait beyond the same run's on unshaped links (the bubble), against the stage's transfer
+#     time (its sends' bytes at the link rate); on 1 Gbit/s and 100 Mbit/s links; median of steps 2..4;
 #  4. recovery (driver, 1 Gbit/s, the small layout model, checkpoint every 2 steps): a host cut off for
 #     good after step 5 (3 hosts, one spare, --stall-min 5, --selfcheck-timeout 10) and a rank killed
 #     with SIGKILL after step 5 (2 hosts): detection (the fault event after the cut or kill), the
@@ -59,7 +59,7 @@ DATA="$ROOT/data/brown/train_*.bin"
 ls $DATA >/dev/null 2>&1 || { echo "bench_hosts.sh: data/brown is not prepared (scripts/setup.sh)" >&2; exit 1; }
 VOCAB=50257
 MODEL_BODY="--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.max_seq_len=256 \
-  --model.block=sequential --model.attention=full --train.batch_size=4 --train.seq_len=256 --train.steps=3 \
+  --model.block=sequential --model.attention=full --train.batch_size=4 --train.seq_len=256 --train.steps=4 \
   --train.eval_every=0 --train.sample_tokens=0 --train.threads=1 --train.pin_threads=false --train.progress=lines \
 "
 MODEL="$MODEL_BODY --model.vocab_size=$VOCAB --data.train=$DATA"
@@ -70,15 +70,16 @@ run_pair() {  # name extra [rate]
 }
 run_pair dp_overlap "--parallel.dp=2 --parallel.overlap=true"
 run_pair dp_no_overlap "--parallel.dp=2 --parallel.overlap=false"
-# The same body without GPT-2's 50257-token tied embedding (31% of the parameters, the last gradient
-# of backward and the first weight of forward): vocabulary 512, random tokens.
-/usr/bin/python3 "$ROOT/bench/random_shard.py" "$OUT/v512.bin" 400000 512
-MODEL="$MODEL_BODY --model.vocab_size=512 --data.train=$OUT/v512.bin"
-run_pair dp_overlap_v512 "--parallel.dp=2 --parallel.overlap=true"
-run_pair dp_no_overlap_v512 "--parallel.dp=2 --parallel.overlap=false"
+# Twice the tokens per step (B 8): the same communication, twice the compute to hide it under.
+MODEL=${MODEL/--train.batch_size=4/--train.batch_size=8}
+run_pair dp_overlap_b8 "--parallel.dp=2 --parallel.overlap=true"
+run_pair dp_no_overlap_b8 "--parallel.dp=2 --parallel.overlap=false"
 MODEL="$MODEL_BODY --model.vocab_size=$VOCAB --data.train=$DATA"
 run_pair pp_decoupled "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true"
 run_pair pp_paired "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false"
+# the bubble alone: unshaped links (the wait that is not communication)
+run_pair pp_decoupled_free "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true" none
+run_pair pp_paired_free "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false" none
 # where the link, not the bubble, sets the pipeline's waits: 100 Mbit/s (an activation: 1 MiB, ~84 ms)
 run_pair pp_decoupled_100mbit "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=true" 100mbit
 run_pair pp_paired_100mbit "--parallel.pp=2 --train.grad_accum=4 --parallel.pp_decoupled=false" 100mbit
@@ -140,16 +141,37 @@ def steps(name):
 def med(rows, key):
     v = [r.get(key, 0.0) for r in rows]
     return statistics.median(v) if v else float("nan")
-lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, B 4 x T 256, 2 hosts x 1 rank, "
-          "median of steps 2..3):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
-for name in ("dp_overlap", "dp_no_overlap", "dp_overlap_v512", "dp_no_overlap_v512", "pp_decoupled", "pp_paired", "pp_decoupled_100mbit", "pp_paired_100mbit"):
+lines += ["", "**Overlap on 1 Gbit/s links** (GPT-2-small-sized, 124M parameters, B 4 x T 256 unless named, 2 hosts x 1 "
+          "rank, median of steps 2..4; with pp the exposed DP communication is the tied embedding's sum over the "
+          "two stages):", "", "| run | step ms | exposed DP comm ms | pipeline wait ms |", "|---|---|---|---|"]
+PP = ("pp_decoupled", "pp_paired", "pp_decoupled_100mbit", "pp_paired_100mbit", "pp_decoupled_free", "pp_paired_free")
+for name in ("dp_overlap", "dp_no_overlap", "dp_overlap_b8", "dp_no_overlap_b8") + PP:
     r = steps(name)
     lines.append(f"| {name} | {med(r, 'step_ms'):.0f} | {med(r, 'comm_exposed_ms'):.0f} | {med(r, 'pp_wait_ms'):.0f} |")
-for tag, what in (("", "GPT-2-small"), ("_v512", "the same body with a 512-token vocabulary")):
+for tag, what in (("", "B 4"), ("_b8", "B 8")):
     on, off = med(steps("dp_overlap" + tag), "comm_exposed_ms"), med(steps("dp_no_overlap" + tag), "comm_exposed_ms")
     if off == off and off > 0:
-        lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the exposed DP communication of {what} "
-                  f"({off:.0f} -> {on:.0f} ms per step)."]
+        lines += ["", f"ZeRO-2 overlap hides {100 * (1 - on / off):.0f}% of the DP communication of GPT-2-small at {what} "
+                  f"({off:.0f} -> {on:.0f} ms exposed per step)."]
+def send_ms(name, bytes_per_s):  # stage 0's sends per step at the link rate (median over steps 2..)
+    per = {}
+    try:
+        for line in open(f"{out}/{name}/records/rank-00000.jsonl"):
+            j = json.loads(line)
+            if j.get("type") == "comm" and j.get("op") == "send" and j.get("step", 0) >= 2:
+                per[j["step"]] = per.get(j["step"], 0) + j["bytes"]
+    except OSError:
+        return float("nan")
+    return statistics.median(per.values()) / bytes_per_s * 1e3 if per else float("nan")
+lines += ["", "**Pipeline communication** (pp = 2, 4 micro-batches; stage 0; exposed = pipeline wait minus the same "
+          "schedule's wait on unshaped links):", "",
+          "| link | send/recv | transfers ms per step | exposed ms | hidden |", "|---|---|---|---|---|"]
+for rate, tag, bps in (("1 Gbit/s", "", 125e6), ("100 Mbit/s", "_100mbit", 12.5e6)):
+    for mode in ("decoupled", "paired"):
+        comm = send_ms(f"pp_{mode}{tag}", bps)
+        exposed = max(0.0, med(steps(f"pp_{mode}{tag}"), "pp_wait_ms") - med(steps(f"pp_{mode}_free"), "pp_wait_ms"))
+        hidden = f"{100 * max(0.0, 1 - exposed / comm):.0f}%" if comm == comm and comm > 0 else "-"
+        lines.append(f"| {rate} | {mode} | {comm:.0f} | {exposed:.0f} | {hidden} |")
 lines += ["", "**Recovery through the driver** (1 Gbit/s, checkpoint every 2 steps, the fault after step 5; "
           "seconds from the driver's events):", "",
           "| fault | detected after | self-checks | restart to resumed step | total (fault to resumed) | steps repeated |",

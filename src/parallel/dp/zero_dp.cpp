@@ -38,9 +38,9 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   shard_params_.resize(local);
   shard_grads_.resize(local);
   // Invariants the overlap relies on, asserted: buckets run from the end of the buffer to offset 0
-  // (backward completion order: the bucket holding offset 0 — the tied token embedding, whose
-  // gradient the embedding's backward completes last — is reduced last), and only that bucket is
-  // padded, so one staging buffer per use suffices. The reduce-scatter input and the all-gather
+  // (backward completion order; the token embedding at offset 0, complete only at the end of
+  // backward unless split as below), and only the bucket at offset 0 is padded, so one staging
+  // buffer per use suffices. The reduce-scatter input and the all-gather
   // output of the padded bucket have buffers of their own.
   size_t stage = 0, staged_buckets = 0;
   for (size_t b = 0; b < nb; b++) {
