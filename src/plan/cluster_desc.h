@@ -1,0 +1,62 @@
+// cluster_desc: what `megascale plan` knows of a cluster — the device (peak FLOP/s per dtype, memory
+// and its bandwidth), the node (devices, intra-node links) and the network (NICs, latency, hosts per
+// switch) — loaded from a TOML file (configs/clusters/*.toml) or by a built-in name (a100-80g,
+// h100-80g: public specifications). Guarantees: every loaded description passed validate(); a
+// missing field, an unknown section or key, a wrong type or a value out of range is an error naming
+// the file, the field and the reason. Units are in the field names (GBps: gigabytes per second per
+// direction; Gbps: gigabits per second per direction; us: microseconds).
+#pragma once
+#include <map>
+#include <string>
+
+#include "base/dtype.h"  // DType
+
+namespace ms::plan {
+
+struct DeviceDesc {
+  std::string kind = "gpu";           // "gpu" or "cpu" (a host written by --calibrate-host)
+  std::string name;                   // e.g. "A100-SXM4-80GB"
+  std::map<std::string, double> peak_tflops;  // dense peak per dtype: "bf16", "fp16", "tf32", "fp32" (bf16, fp32 required)
+  double memory_gib = 0;              // device memory
+  double memory_GBps = 0;             // its bandwidth
+  int sms = 0;                        // streaming multiprocessors (0: not given; GPU GEMM wave quantization)
+};
+
+struct NodeDesc {
+  int devices_per_node = 0;
+  double intra_GBps = 0;              // per device per direction (NVLink through NVSwitch)
+  double intra_latency_us = 0;
+};
+
+struct NetworkDesc {
+  int nics_per_node = 0;
+  double nic_Gbps = 0;                // per NIC per direction
+  double inter_latency_us = 0;
+  int hosts_per_switch = 0;           // hosts under one top-of-rack set (MegaScale §3.6: 64)
+  std::string topology = "fat-tree";  // "fat-tree" (1:1, no oversubscription)
+};
+
+struct ClusterDesc {
+  DeviceDesc device;
+  NodeDesc node;
+  NetworkDesc network;
+  std::string source;                 // the file or "built-in <name>" it came from
+
+  // Peak FLOP/s of one device for a training dtype (fp32, bf16, fp16); a named error when the
+  // description has none for it.
+  double peak_flops(DType t) const;
+  // Per-device share of the node's NICs, in bytes per second per direction.
+  double nic_Bps_per_device() const;
+  // Throws naming `source`, the field and the reason.
+  void validate() const;
+};
+
+// The built-in names: "a100-80g", "h100-80g".
+bool is_builtin_cluster(const std::string& name);
+ClusterDesc builtin_cluster(const std::string& name);
+// A built-in name, or a TOML file.
+ClusterDesc load_cluster(const std::string& name_or_path);
+// Parses TOML text (`where` names it in errors).
+ClusterDesc parse_cluster_toml(const std::string& text, const std::string& where);
+
+}  // namespace ms::plan

@@ -1,0 +1,73 @@
+// test_cluster_desc: the shipped cluster files (configs/clusters/) hold the public specifications
+// the built-in names give; every bad description is a named error: a missing field, an unknown
+// section, key or dtype, a wrong type, a value out of range, a file that does not exist.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/test_util.h"
+#include "plan/cluster_desc.h"
+
+using namespace ms::plan;
+
+namespace {
+
+std::string shipped(const std::string& name) { return std::string(MEGASCALE_SOURCE_DIR) + "/configs/clusters/" + name + ".toml"; }
+
+std::string text_of(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+
+TEST(ClusterDesc, ShippedFilesEqualTheBuiltIns) {
+  for (const char* name : {"a100-80g", "h100-80g"}) {
+    const ClusterDesc f = load_cluster(shipped(name)), b = load_cluster(name);
+    EXPECT_EQ(f.device.name, b.device.name);
+    EXPECT_EQ(f.device.peak_tflops, b.device.peak_tflops);
+    EXPECT_EQ(f.device.memory_gib, b.device.memory_gib);
+    EXPECT_EQ(f.device.memory_GBps, b.device.memory_GBps);
+    EXPECT_EQ(f.device.sms, b.device.sms);
+    EXPECT_EQ(f.node.devices_per_node, b.node.devices_per_node);
+    EXPECT_EQ(f.node.intra_GBps, b.node.intra_GBps);
+    EXPECT_EQ(f.node.intra_latency_us, b.node.intra_latency_us);
+    EXPECT_EQ(f.network.nics_per_node, b.network.nics_per_node);
+    EXPECT_EQ(f.network.nic_Gbps, b.network.nic_Gbps);
+    EXPECT_EQ(f.network.inter_latency_us, b.network.inter_latency_us);
+    EXPECT_EQ(f.network.hosts_per_switch, b.network.hosts_per_switch);
+  }
+  const ClusterDesc a = builtin_cluster("a100-80g");
+  EXPECT_DOUBLE_EQ(a.peak_flops(ms::DType::kBF16), 312e12);
+  EXPECT_DOUBLE_EQ(a.peak_flops(ms::DType::kF32), 19.5e12);
+  EXPECT_DOUBLE_EQ(a.nic_Bps_per_device(), 25e9);  // one 200 Gb/s NIC per GPU
+  EXPECT_DOUBLE_EQ(builtin_cluster("h100-80g").peak_flops(ms::DType::kBF16), 989e12);
+}
+
+TEST(ClusterDesc, BadDescriptionsAreNamed) {
+  const std::string good = text_of(shipped("a100-80g"));
+  auto bad = [&](const std::string& from, const std::string& to, const std::vector<std::string>& parts) {
+    ms::testing::expect_error([&] { parse_cluster_toml(replaced(good, from, to), "x.toml"); }, parts);
+  };
+  bad("memory_gib = 80.0\n", "", {"x.toml", "[device] memory_gib: missing"});
+  bad("sms = 108", "sms = 108\ncolor = \"green\"", {"x.toml", "[device] unknown key 'color'"});
+  bad("[node]", "[nodes]", {"x.toml", "unknown section [nodes]"});
+  bad("tf32 = 156.0", "fp8 = 624.0", {"unknown dtype 'fp8'"});
+  bad("devices_per_node = 8", "devices_per_node = \"eight\"", {"[node] devices_per_node: expected an integer"});
+  bad("nic_Gbps = 200.0", "nic_Gbps = -1.0", {"[network] nic_Gbps", "must be > 0"});
+  bad("kind = \"gpu\"", "kind = \"tpu\"", {"[device] kind", "gpu or cpu"});
+  bad("bf16 = 312.0, ", "", {"peak_tflops: missing bf16"});
+  ms::testing::expect_error([] { load_cluster("/nonexistent/cluster.toml"); }, {"/nonexistent/cluster.toml", "no such file"});
+  ms::testing::expect_error([] { builtin_cluster("v100"); }, {"unknown built-in cluster 'v100'"});
+  ms::testing::expect_error([] { builtin_cluster("a100-80g").peak_flops(ms::DType::kI32); }, {"no peak"});
+}
+
+}  // namespace
