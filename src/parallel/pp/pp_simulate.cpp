@@ -11,32 +11,30 @@
 namespace ms {
 
 namespace {
+using Key = PpMessage;
+}  // namespace
 
-// A message: payload, micro-batch, the sender's global chunk, and the receiving stage.
-using Key = std::tuple<Payload, int, int, int>;
-
-Key send_key(const PipelineSchedule& sch, int stage, const PpOp& op) {
+PpMessage sent_message(const PipelineSchedule& sch, int stage, const PpOp& op) {
   return {op.payload, op.mb, sch.global_chunk(stage, op.chunk), op.peer};
 }
-Key recv_key(const PipelineSchedule& sch, int stage, const PpOp& op) {
+
+PpMessage received_message(const PipelineSchedule& sch, int stage, const PpOp& op) {
   const int g = sch.global_chunk(stage, op.chunk);
   return {op.payload, op.mb, op.payload == Payload::kActivation ? g - 1 : g + 1, stage};
 }
-// The receive a computation consumes, if any.
-bool consumed_recv(const PipelineSchedule& sch, int stage, const PpOp& op, Key& key) {
+
+bool consumed_message(const PipelineSchedule& sch, int stage, const PpOp& op, PpMessage& msg) {
   const int g = sch.global_chunk(stage, op.chunk), G = sch.num_chunks();
   if (op.kind == PpOpKind::kForward && g > 0) {
-    key = {Payload::kActivation, op.mb, g - 1, stage};
+    msg = {Payload::kActivation, op.mb, g - 1, stage};
     return true;
   }
   if (op.kind == PpOpKind::kBackward && g < G - 1) {
-    key = {Payload::kGradient, op.mb, g + 1, stage};
+    msg = {Payload::kGradient, op.mb, g + 1, stage};
     return true;
   }
   return false;
 }
-
-}  // namespace
 
 void check_schedule(const PipelineSchedule& sch) {
   const int P = sch.spec.stages, v = sch.spec.virtual_stages, m = sch.spec.micro_batches;
@@ -60,14 +58,14 @@ void check_schedule(const PipelineSchedule& sch) {
           MS_CHECK(bwd.emplace(std::pair{op.mb, op.chunk}, i).second, "schedule: stage {} runs {} twice", s, to_string(op));
           break;
         case PpOpKind::kPostSend: {
-          const Key k = send_key(sch, s, op);
+          const Key k = sent_message(sch, s, op);
           sends[k]++;
           posted.insert(k);
           send_order[{s, op.peer, op.payload}].push_back(k);
           break;
         }
         case PpOpKind::kPostRecv: {
-          const Key k = recv_key(sch, s, op);
+          const Key k = received_message(sch, s, op);
           MS_CHECK(op.peer == (std::get<2>(k) % P + P) % P, "schedule: stage {} receives {} from stage {}, which does "
                    "not hold the sending chunk", s, to_string(op), op.peer);
           recvs[k]++;
@@ -75,7 +73,7 @@ void check_schedule(const PipelineSchedule& sch) {
           break;
         }
         case PpOpKind::kWaitSend: {
-          const Key k = send_key(sch, s, op);
+          const Key k = sent_message(sch, s, op);
           MS_CHECK(posted.count(k), "schedule: stage {} waits on {} before posting it", s, to_string(op));
           MS_CHECK(waited.insert(k).second, "schedule: stage {} waits on {} twice", s, to_string(op));
           break;
@@ -113,14 +111,14 @@ SimResult simulate_schedule(const PipelineSchedule& sch, Buffering buffering) {
         bool ready = true;
         Key k;
         switch (op.kind) {
-          case PpOpKind::kPostSend: sends_posted.insert(send_key(sch, s, op)); break;
-          case PpOpKind::kPostRecv: recvs_posted.insert(recv_key(sch, s, op)); break;
+          case PpOpKind::kPostSend: sends_posted.insert(sent_message(sch, s, op)); break;
+          case PpOpKind::kPostRecv: recvs_posted.insert(received_message(sch, s, op)); break;
           case PpOpKind::kForward:
           case PpOpKind::kBackward:
-            if (consumed_recv(sch, s, op, k)) ready = recvs_posted.count(k) && sends_posted.count(k);
+            if (consumed_message(sch, s, op, k)) ready = recvs_posted.count(k) && sends_posted.count(k);
             break;
           case PpOpKind::kWaitSend:
-            k = send_key(sch, s, op);
+            k = sent_message(sch, s, op);
             ready = sends_posted.count(k) && (buffering == Buffering::kUnbounded || recvs_posted.count(k));
             break;
         }

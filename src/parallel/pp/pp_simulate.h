@@ -11,12 +11,22 @@
 //    the op each stuck stage waits on.
 #pragma once
 #include <string>
+#include <tuple>
 
 #include "parallel/pp/pp_schedule.h"
 
 namespace ms {
 
 enum class Buffering : uint8_t { kUnbounded, kZero };
+
+// A message between stages: its payload, micro-batch, the sending global chunk, the receiving stage.
+using PpMessage = std::tuple<Payload, int, int, int>;
+// The message a kPostSend / kWaitSend of `stage` sends, and the one a kPostRecv receives.
+PpMessage sent_message(const PipelineSchedule& sch, int stage, const PpOp& op);
+PpMessage received_message(const PipelineSchedule& sch, int stage, const PpOp& op);
+// The message a computation of `stage` consumes (its input activation or output gradient): false
+// for the first chunk's forward and the last chunk's backward.
+bool consumed_message(const PipelineSchedule& sch, int stage, const PpOp& op, PpMessage& msg);
 
 struct SimResult {
   bool deadlock = false;
