@@ -1,0 +1,173 @@
+// step_model.cpp: see step_model.h.
+#include "plan/step_model.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "parallel/pp/pp_schedule.h"
+#include "plan/model_math.h"
+
+namespace ms::plan {
+
+namespace {
+
+struct ChunkCost {
+  double fwd = 0, bwd = 0;      // per micro-batch, everything included (what the pipeline runs)
+  double recompute = 0, tp = 0;  // of which: recomputation, exposed TP communication
+};
+
+Link intra_link(const ClusterDesc& c, const PlanConstants& k) {
+  return {c.node.intra_GBps * 1e9, c.node.intra_latency_us * 1e-6, k.intra_eta, k.intra_half_bytes};
+}
+Link nic_link(const ClusterDesc& c, const PlanConstants& k) {
+  return {c.nic_Bps_per_device(), c.network.inter_latency_us * 1e-6, k.nic_eta, k.nic_half_bytes};
+}
+
+double coll_seconds(Collective kind, double bytes, int n, const Link& link) {
+  if (kind == Collective::kAllGather || kind == Collective::kReduceScatter) return ring_all_gather_seconds(bytes, n, link);
+  if (kind == Collective::kAllReduce) return all_reduce_seconds(bytes, n, link);
+  return 0;
+}
+
+// The GEMM a collective feeds or drains: the next one after a region's entry, else the one before.
+int adjacent_gemm(const std::vector<PlanOp>& ops, size_t i) {
+  const bool entry = ops[i].fwd_coll == Collective::kAllGather || ops[i].name.find("-in") != std::string::npos ||
+                     ops[i].name == "ag-for-wgrad";
+  if (entry)
+    for (size_t j = i + 1; j < ops.size(); j++)
+      if (ops[j].cls == OpClass::kGemm) return static_cast<int>(j);
+  for (size_t j = i; j-- > 0;)
+    if (ops[j].cls == OpClass::kGemm) return static_cast<int>(j);
+  return -1;
+}
+
+ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k,
+                     const Link& tp_link) {
+  ChunkCost r;
+  const DeviceEfficiency& e = k.device;
+  std::vector<double> f(ops.size()), b(ops.size());
+  for (size_t i = 0; i < ops.size(); i++) {
+    f[i] = op_seconds(ops[i], false, l.precision, c, e), b[i] = op_seconds(ops[i], true, l.precision, c, e);
+    r.fwd += f[i], r.bwd += b[i];
+    if (l.recompute == Recompute::kFull || (l.recompute == Recompute::kSelective && ops[i].cls == OpClass::kAttention))
+      r.recompute += f[i];
+  }
+  const double K = std::max(1, l.tp_chunks);
+  for (size_t i = 0; i < ops.size(); i++) {
+    const PlanOp& op = ops[i];
+    if (op.cls != OpClass::kCollective || l.tp == 1) continue;
+    const int g = adjacent_gemm(ops, i);
+    const bool mlp = g >= 0 && (ops[g].name == "fc1" || ops[g].name == "fc2");
+    const double gf = g >= 0 ? f[g] : 0, gb = g >= 0 ? b[g] : 0;
+    const double cf = coll_seconds(op.fwd_coll, op.coll_bytes, l.tp, tp_link);
+    const double cb = coll_seconds(op.bwd_coll, op.coll_bytes, l.tp, tp_link);
+    double xf = cf, xb = cb;
+    if (l.overlap_tp && mlp) {
+      if (cf > 0) xf = cf / K + std::max(0.0, cf - gf) + (K - 1) * e.launch_s;
+      if (cb > 0) xb = cb / K + std::max(0.0, cb - gb) + (K - 1) * e.launch_s;
+    } else if ((l.overlap_tp_bwd || l.overlap_tp) && cb > 0) {
+      xb = std::max(0.0, cb - gb / 2);  // beside the weight-gradient half of the GEMM's backward
+    }
+    r.fwd += xf, r.bwd += xb, r.tp += xf + xb;
+    if (l.recompute == Recompute::kFull) r.recompute += xf, r.tp += xf;  // the forward's collectives again
+  }
+  r.bwd += r.recompute;
+  return r;
+}
+
+void check_layout(const ModelConfig& m, const PlanLayout& l) {
+  MS_CHECK(l.tp >= 1 && l.pp >= 1 && l.dp >= 1 && l.micro_batch >= 1 && l.global_batch >= 1 && l.seq >= 1,
+           "plan: tp {}, pp {}, dp {}, micro-batch {}, global batch {}, seq {}: each must be >= 1", l.tp, l.pp, l.dp,
+           l.micro_batch, l.global_batch, l.seq);
+  MS_CHECK(l.global_batch % (l.dp * l.micro_batch) == 0, "plan: global batch {} is not a multiple of dp {} x micro-batch {}",
+           l.global_batch, l.dp, l.micro_batch);
+  MS_CHECK(m.n_head % l.tp == 0, "plan: {} heads do not split over tp {}", m.n_head, l.tp);
+}
+
+}  // namespace
+
+StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k) {
+  check_layout(m, l);
+  ScheduleSpec spec;
+  spec.kind = l.schedule, spec.stages = l.pp, spec.virtual_stages = l.virtual_stages;
+  spec.micro_batches = l.global_batch / (l.dp * l.micro_batch);
+  validate_schedule(spec, m.n_layer);
+  const PipelineSchedule sch = build_schedule(spec);
+  const int chunks = l.pp * l.virtual_stages, per_chunk = m.n_layer / chunks, mb = spec.micro_batches;
+  OpGraphOptions o;
+  o.seq = l.seq, o.micro_batch = l.micro_batch, o.tp = l.tp, o.sequence_parallel = l.sequence_parallel;
+  o.attention = l.attention, o.act_bytes = l.precision == DType::kF32 ? 4 : 2;
+  const Link tp_link = l.tp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
+  PipelineCosts costs = PipelineCosts::uniform(spec, 0, 0);
+  std::vector<double> recompute(l.pp, 0), tp(l.pp, 0);
+  for (int s = 0; s < l.pp; s++)
+    for (int v = 0; v < l.virtual_stages; v++) {
+      const int g = sch.global_chunk(s, v);
+      std::vector<PlanOp> ops;
+      if (g == 0) ops = embedding_ops(m, o);
+      for (int layer = g * per_chunk; layer < (g + 1) * per_chunk; layer++) {
+        const auto lo = layer_ops(m, layer, o);
+        ops.insert(ops.end(), lo.begin(), lo.end());
+      }
+      if (g == chunks - 1) {
+        const auto h = head_ops(m, o);
+        ops.insert(ops.end(), h.begin(), h.end());
+      }
+      const ChunkCost cc = chunk_cost(ops, l, c, k, tp_link);
+      costs.forward[s][v] = cc.fwd, costs.backward[s][v] = cc.bwd;
+      recompute[s] += mb * cc.recompute, tp[s] += mb * cc.tp;
+    }
+  // Point-to-point: one micro-batch's activations (1/t of them with sequence parallelism).
+  const double act = static_cast<double>(l.micro_batch) * l.seq * m.n_embd * o.act_bytes / (l.sequence_parallel ? l.tp : 1);
+  const Link pp_link = l.tp * l.pp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
+  costs.decoupled = l.overlap_pp;
+  PipelineCosts free = costs;
+  costs.activation_s = costs.gradient_s = l.pp > 1 ? p2p_seconds(act, pp_link) : 0;
+  StepPrediction p;
+  p.timeline = simulate_pipeline(sch, costs);
+  const PipelineTimeline free_tl = simulate_pipeline(sch, free);
+  const int busy = static_cast<int>(std::max_element(free_tl.compute_s.begin(), free_tl.compute_s.end()) -
+                                    free_tl.compute_s.begin());
+  p.recompute = recompute[busy], p.tp_exposed = tp[busy];
+  p.compute = free_tl.compute_s[busy] - p.recompute - p.tp_exposed;
+  p.bubble = free_tl.step_s - free_tl.compute_s[busy];
+  p.pp_exposed = p.timeline.step_s - free_tl.step_s;
+
+  // Data parallelism (ZeRO-2 / DDP) on the NIC, per model chunk; the optimizer; the host.
+  GptShape shape;
+  shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = l.seq, shape.vocab = m.vocab_size;
+  MemoryLayout ml;
+  ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;
+  ml.micro_batches = mb, ml.sequence_parallel = l.sequence_parallel, ml.recompute = l.recompute, ml.zero = l.zero;
+  ml.flash_attention = l.attention == AttentionImpl::kFlash, ml.weight_bytes = o.act_bytes;
+  const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
+  const Link nic = nic_link(c, k);
+  const double v = l.virtual_stages;
+  double rs = 0, ag = 0;
+  if (l.zero >= 1) {
+    rs = v * ring_reduce_scatter_seconds(4.0 * P / v, l.dp, nic);
+    ag = v * ring_all_gather_seconds(o.act_bytes * P / v, l.dp, nic);
+  } else {
+    rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
+  }
+  if (l.overlap_dp) {
+    double last_bwd = 0, first_fwd = 0;
+    for (int vv = 0; vv < l.virtual_stages; vv++) last_bwd += costs.backward[busy][vv], first_fwd += costs.forward[busy][vv];
+    p.dp_exposed = std::max(0.0, rs - last_bwd) + std::max(0.0, ag - first_fwd);
+  } else {
+    p.dp_exposed = rs + ag;
+  }
+  const double local = l.zero >= 1 ? P / l.dp : P;
+  p.optimizer = local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) /
+                (c.device.memory_GBps * 1e9 * k.device.mem_eta);
+  p.other = l.data_async ? k.host_async_s : k.host_sync_s;
+  p.step_s = p.timeline.step_s + p.dp_exposed + p.optimizer + p.other;
+  const double tokens = static_cast<double>(l.global_batch) * l.seq;
+  p.tokens_per_s = tokens / p.step_s;
+  p.mfu = megatron_flops_per_token(shape) * p.tokens_per_s / (static_cast<double>(l.tp) * l.pp * l.dp *
+                                                              c.peak_flops(l.precision));
+  p.memory = estimate_memory(shape, ml, c);
+  return p;
+}
+
+}  // namespace ms::plan

@@ -1,0 +1,68 @@
+// step_model: one training step of a layout on a cluster, predicted (planner.md §4): per pipeline
+// chunk the forward and backward times of its operations (op_graph + op_cost, recomputation
+// added to the backward), the tensor-parallel collectives priced on the node's links (comm_cost)
+// and exposed by the overlap rules below, the pipeline timed over the runtime's schedule table
+// (step_sim; the bubble is the simulated step with free transfers minus the busiest stage's
+// compute, the exposed PP communication what real transfers add), then ZeRO-2's reduce-scatter
+// and all-gather on the NIC, the optimizer's memory-bound pass and the host's time per step.
+// Overlap rules (one mechanism each, no free "hidden fraction"):
+//  - TP none: every collective on the compute stream; tp-bwd: a backward collective beside the
+//    weight-gradient GEMM next to it (exposed: what it exceeds); tp (MegaScale's chunked overlap,
+//    K = tp_chunks): a collective next to an MLP GEMM exposes 1/K of itself plus what it exceeds
+//    that GEMM, plus K - 1 more launches; the attention path keeps tp-bwd's rule;
+//  - PP decoupled or paired send/recv (step_sim);
+//  - DP: with overlap the reduce-scatter runs beside the stage's last micro-batch's backward and the
+//    all-gather beside its first forward (exposed: what each exceeds); without, both are exposed;
+//    each is issued per model chunk (latency x chunks).
+// MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. The constants
+// (PlanConstants) are NOT calibrated yet.
+#pragma once
+#include "config/model_config.h"      // ModelConfig
+#include "config/parallel_config.h"   // PipelineScheduleKind
+#include "plan/cluster_desc.h"
+#include "plan/comm_cost.h"           // Link
+#include "plan/memory_model.h"
+#include "plan/op_cost.h"             // DeviceEfficiency
+#include "plan/op_graph.h"            // AttentionImpl
+#include "plan/step_sim.h"            // PipelineTimeline
+
+namespace ms::plan {
+
+struct PlanLayout {
+  int tp = 1, pp = 1, dp = 1, virtual_stages = 1;
+  int micro_batch = 1, global_batch = 1;  // sequences; micro-batches per replica m = G / (d b)
+  int seq = 2048;
+  PipelineScheduleKind schedule = PipelineScheduleKind::k1F1B;
+  bool sequence_parallel = true;
+  Recompute recompute = Recompute::kNone;
+  int zero = 2;
+  bool overlap_tp_bwd = true, overlap_tp = false, overlap_pp = true, overlap_dp = true;
+  int tp_chunks = 4;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  DType precision = DType::kBF16;
+  bool lamb = false;
+  bool data_async = true;
+};
+
+struct PlanConstants {
+  DeviceEfficiency device;
+  double intra_eta = 0.8, nic_eta = 0.8;         // links' large-message share of their spec
+  double intra_half_bytes = 1 << 20, nic_half_bytes = 4 << 20;  // message size at half of it
+  double optimizer_bytes_per_param = 32;         // Adam's pass over the shard (LAMB: x 1.25)
+  double host_sync_s = 0, host_async_s = 0;      // host time per step on the critical path
+};
+
+struct StepPrediction {
+  double step_s = 0, tokens_per_s = 0, mfu = 0;
+  // The split (sums to step_s): compute of the busiest stage, the recompute within it, exposed TP
+  // within it, the bubble, exposed PP, DP, the optimizer and the host.
+  double compute = 0, recompute = 0, tp_exposed = 0, bubble = 0, pp_exposed = 0, dp_exposed = 0, optimizer = 0,
+         other = 0;
+  MemoryEstimate memory;
+  PipelineTimeline timeline;
+};
+
+// Throws naming the field for a layout the model or the batch cannot split.
+StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k);
+
+}  // namespace ms::plan

@@ -1,0 +1,125 @@
+// test_step_model: the predicted step's structure (its constants are not calibrated yet, so no
+// test here compares a time with a publication):
+//  - the time split sums to the step, and MFU is eq. 7's FLOPs over the step at the peak;
+//  - one stage has no bubble and no pipeline communication; with a negligible LM head the bubble
+//    over the busiest stage's compute is Megatron's (p-1)/(v m);
+//  - every overlap only helps, and helps where its communication is large: chunked TP overlap
+//    <= tp-bwd <= none; decoupled <= paired send/recv; DP overlap <= none;
+//  - MegaScale's features (planner.md §8: parallel block, sliding window, no recomputation, TP and
+//    PP overlap, FlashAttention, asynchronous data, LAMB) give a shorter step than the Megatron-LM
+//    baseline for the 175B model at 256, 1,024 and 12,288 GPUs;
+//  - layouts the batch or the model cannot split are named.
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "plan/model_math.h"
+#include "plan/step_model.h"
+
+using namespace ms;
+using namespace ms::plan;
+
+namespace {
+
+ModelConfig gpt175(bool megascale) {
+  ModelConfig m;
+  m.n_layer = 96, m.n_embd = 12288, m.n_head = 128, m.vocab_size = 64000, m.max_seq_len = 2048;
+  m.block = megascale ? BlockKind::kParallel : BlockKind::kSequential;
+  m.attention = megascale ? AttentionKind::kSliding : AttentionKind::kFull;
+  m.window = 1024, m.full_every = 0;
+  return m;
+}
+
+PlanLayout layout(bool megascale, int gpus, int batch) {
+  PlanLayout l;
+  l.tp = 8, l.pp = 8, l.dp = gpus / 64, l.virtual_stages = 6, l.schedule = PipelineScheduleKind::kInterleaved;
+  l.micro_batch = 1, l.global_batch = batch, l.seq = 2048, l.sequence_parallel = true;
+  l.recompute = megascale ? Recompute::kNone : Recompute::kSelective;
+  l.overlap_tp_bwd = true, l.overlap_tp = megascale, l.overlap_pp = megascale, l.overlap_dp = true;
+  l.attention = megascale ? AttentionImpl::kFlash : AttentionImpl::kUnfused;
+  l.data_async = megascale, l.lamb = megascale;
+  return l;
+}
+
+PlanConstants constants() {
+  PlanConstants k;
+  k.host_sync_s = 0.2, k.host_async_s = 0.02;
+  return k;
+}
+
+TEST(StepModel, TheSplitSumsToTheStepAndMfuIsEquationSeven) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  const ModelConfig m = gpt175(true);
+  const PlanLayout l = layout(true, 256, 768);
+  const StepPrediction p = predict_step(m, l, a100, constants());
+  EXPECT_NEAR(p.compute + p.recompute + p.tp_exposed + p.bubble + p.pp_exposed + p.dp_exposed + p.optimizer + p.other,
+              p.step_s, 1e-9 * p.step_s);
+  GptShape s;
+  s.layers = 96, s.hidden = 12288, s.heads = 128, s.seq = 2048, s.vocab = 64000;
+  EXPECT_NEAR(p.mfu, megatron_flops_per_token(s) * 768 * 2048 / (p.step_s * 256 * 312e12), 1e-12);
+  EXPECT_GT(p.bubble, 0);
+  EXPECT_TRUE(p.memory.fits);
+  std::printf("uncalibrated, 175B MegaScale layout on 256 A100s: step %.2f s, MFU %.3f\n", p.step_s, p.mfu);
+}
+
+TEST(StepModel, BubbleFollowsTheScheduleClosedForm) {
+  ModelConfig m = gpt175(false);
+  m.vocab_size = 64;  // a negligible LM head and embedding: uniform stages
+  PlanLayout l = layout(false, 64, 64);
+  l.virtual_stages = 1, l.schedule = PipelineScheduleKind::k1F1B, l.pp = 1, l.dp = 8;
+  const StepPrediction one = predict_step(m, l, builtin_cluster("a100-80g"), constants());
+  EXPECT_EQ(one.bubble, 0.0);
+  EXPECT_EQ(one.pp_exposed, 0.0);
+  for (int v : {1, 3}) {
+    l.pp = 8, l.dp = 1, l.virtual_stages = v;
+    l.schedule = v > 1 ? PipelineScheduleKind::kInterleaved : PipelineScheduleKind::k1F1B;
+    const StepPrediction p = predict_step(m, l, builtin_cluster("a100-80g"), constants());
+    const double busiest = p.compute + p.recompute + p.tp_exposed;
+    EXPECT_NEAR(p.bubble / busiest, 7.0 / (v * 64), 0.02 * 7.0 / (v * 64)) << "v " << v;
+  }
+}
+
+TEST(StepModel, OverlapsOnlyHelp) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  const ModelConfig m = gpt175(false);
+  PlanLayout l = layout(false, 256, 768);
+  l.overlap_tp_bwd = false;
+  const double none = predict_step(m, l, a100, constants()).tp_exposed;
+  l.overlap_tp_bwd = true;
+  const double bwd = predict_step(m, l, a100, constants()).tp_exposed;
+  l.overlap_tp = true;
+  const double chunked = predict_step(m, l, a100, constants()).tp_exposed;
+  EXPECT_LT(bwd, none);
+  EXPECT_LT(chunked, bwd);
+  l.overlap_pp = false;
+  const double paired = predict_step(m, l, a100, constants()).step_s;
+  l.overlap_pp = true;
+  EXPECT_LE(predict_step(m, l, a100, constants()).step_s, paired);
+  l.overlap_dp = false;
+  const double dp_off = predict_step(m, l, a100, constants()).dp_exposed;
+  l.overlap_dp = true;
+  EXPECT_LT(predict_step(m, l, a100, constants()).dp_exposed, dp_off);
+}
+
+TEST(StepModel, MegaScaleIsFasterThanTheMegatronBaselineAtEveryScale) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  for (const auto& [gpus, batch] : {std::pair{256, 768}, std::pair{1024, 768}, std::pair{12288, 6144}}) {
+    const StepPrediction ms_ = predict_step(gpt175(true), layout(true, gpus, batch), a100, constants());
+    const StepPrediction mg = predict_step(gpt175(false), layout(false, gpus, batch), a100, constants());
+    EXPECT_LT(ms_.step_s, mg.step_s) << gpus;
+    std::printf("uncalibrated, %d GPUs: MegaScale MFU %.3f, Megatron-LM %.3f\n", gpus, ms_.mfu, mg.mfu);
+  }
+}
+
+TEST(StepModel, LayoutsTheBatchOrModelCannotSplitAreNamed) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  PlanLayout l = layout(true, 256, 770);
+  ms::testing::expect_error([&] { predict_step(gpt175(true), l, a100, constants()); }, {"global batch 770"});
+  l = layout(true, 256, 768);
+  l.virtual_stages = 5;
+  ms::testing::expect_error([&] { predict_step(gpt175(true), l, a100, constants()); }, {"96"});
+  l = layout(true, 256, 768);
+  l.tp = 3;
+  ms::testing::expect_error([&] { predict_step(gpt175(true), l, a100, constants()); }, {"128 heads", "tp 3"});
+}
+
+}  // namespace
