@@ -22,6 +22,7 @@
 #include "ckpt_tool.h"      // run_ckpt_inspect, run_ckpt_export
 #include "diagnose_tool.h"  // run_diagnose
 #include "report_tools.h"   // add_report_commands, run_report_command (trace, heatmap)
+#include "plan_tool.h"  // add_plan_command, run_plan_command
 #include "selfcheck_tool.h"  // add_selfcheck_command, run_selfcheck_command
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
 #include "launch_cli.h"      // LaunchArgs, add_launch_commands, run_launch_command
@@ -130,6 +131,8 @@ int main(int argc, char** argv) {
   ms::add_report_commands(app, report);
   ms::SelfCheckArgs selfcheck;
   ms::add_selfcheck_command(app, selfcheck);
+  ms::PlanArgs plan;
+  ms::add_plan_command(app, plan);
   // CLI11 2.1 reads "--key=" (an empty value, e.g. `--data.val=` to turn validation off) as "--key"
   // and takes the NEXT argument as its value; pass such arguments as "--key" "" instead. Arguments
   // after "--" (the command of `launch`) are passed on untouched.
@@ -153,6 +156,7 @@ int main(int argc, char** argv) {
   try {
     if (const int rc = ms::run_report_command(app, report); rc >= 0) return rc;
     if (const int rc = ms::run_selfcheck_command(app, selfcheck); rc >= 0) return rc;
+    if (const int rc = ms::run_plan_command(app, plan); rc >= 0) return rc;
     if (app.got_subcommand("diagnose")) return ms::run_diagnose(diagnose_dir);
     if (const int rc = ms::run_launch_command(app, launch); rc >= 0) return rc;
     if (app.got_subcommand("bench")) {
