@@ -1,7 +1,10 @@
 // plan_tool.cpp: see plan_tool.h.
 #include "plan_tool.h"
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -9,7 +12,8 @@
 
 #include "base/check.h"
 #include "config/config.h"     // Config, load_toml
-#include "plan/step_model.h"   // predict_step
+#include "plan/layout_search.h"  // search_layouts
+#include "plan/step_model.h"     // predict_step
 
 namespace ms {
 
@@ -22,16 +26,23 @@ bool has(const std::string& list, const std::string& item) {
   return false;
 }
 
+// Whether every layout field is given (else the search fills the missing ones).
+bool explicit_layout(const PlanArgs& a) {
+  return a.tp > 0 && a.pp > 0 && a.virtual_stages > 0 && a.micro_batch > 0 && !a.schedule.empty();
+}
+
+// The features, and the layout fields that were given.
 plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
   MS_CHECK(a.gpus > 0 && a.batch > 0, "plan: --gpus and --batch are required");
-  MS_CHECK(a.tp > 0 && a.pp > 0 && a.virtual_stages > 0 && a.micro_batch > 0 && !a.schedule.empty(),
-           "plan: give --tp, --pp, --virtual-stages, --schedule and --micro-batch (the layout search is not built yet)");
-  MS_CHECK(a.gpus % (a.tp * a.pp) == 0, "plan: --gpus {} is not a multiple of tp {} x pp {}", a.gpus, a.tp, a.pp);
   plan::PlanLayout l;
-  l.tp = a.tp, l.pp = a.pp, l.dp = a.gpus / (a.tp * a.pp), l.virtual_stages = a.virtual_stages;
-  l.micro_batch = a.micro_batch, l.global_batch = a.batch, l.seq = a.seq_len > 0 ? a.seq_len : cfg.train.seq_len;
-  MS_CHECK(a.schedule == "1f1b" || a.schedule == "interleaved", "plan: --schedule {} (1f1b or interleaved)", a.schedule);
-  l.schedule = a.schedule == "1f1b" ? PipelineScheduleKind::k1F1B : PipelineScheduleKind::kInterleaved;
+  if (explicit_layout(a)) {
+    MS_CHECK(a.gpus % (a.tp * a.pp) == 0, "plan: --gpus {} is not a multiple of tp {} x pp {}", a.gpus, a.tp, a.pp);
+    l.tp = a.tp, l.pp = a.pp, l.dp = a.gpus / (a.tp * a.pp), l.virtual_stages = a.virtual_stages;
+    l.micro_batch = a.micro_batch;
+    MS_CHECK(a.schedule == "1f1b" || a.schedule == "interleaved", "plan: --schedule {} (1f1b or interleaved)", a.schedule);
+    l.schedule = a.schedule == "1f1b" ? PipelineScheduleKind::k1F1B : PipelineScheduleKind::kInterleaved;
+  }
+  l.global_batch = a.batch, l.seq = a.seq_len > 0 ? a.seq_len : cfg.train.seq_len;
   MS_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32", "plan: --dtype {} (bf16, fp16 or fp32)", a.dtype);
   l.precision = a.dtype == "fp32" ? DType::kF32 : a.dtype == "fp16" ? DType::kF16 : DType::kBF16;
   MS_CHECK(a.sequence_parallel == "on" || a.sequence_parallel == "off", "plan: --sequence-parallel {} (on or off)",
@@ -64,6 +75,10 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+const char* recompute_name(plan::Recompute r) {
+  return r == plan::Recompute::kNone ? "none" : r == plan::Recompute::kSelective ? "selective" : "full";
+}
+
 nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l, const plan::ClusterDesc& c) {
   const plan::MemoryEstimate& m = p.memory;
   return {{"step_time_s", p.step_s}, {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"mfu_convention", "megatron-72"},
@@ -76,7 +91,7 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
                             {"pp_exposed", p.pp_exposed}, {"dp_exposed", p.dp_exposed}, {"bubble", p.bubble},
                             {"optimizer", p.optimizer}, {"other", p.other}}},
           {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"virtual_stages", l.virtual_stages},
-                      {"micro_batch", l.micro_batch},
+                      {"micro_batch", l.micro_batch}, {"recompute", recompute_name(l.recompute)},
                       {"schedule", l.schedule == PipelineScheduleKind::k1F1B ? "1f1b" : "interleaved"}}},
           {"cluster", {{"name", c.device.name}, {"devices_per_node", c.node.devices_per_node},
                        {"intra_GBps", c.node.intra_GBps}, {"nic_Gbps", c.network.nic_Gbps}}}};
@@ -86,7 +101,7 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
 
 void add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* cmd = app.add_subcommand("plan", "predict step time, MFU and memory per device of a layout on a cluster "
-                                              "(planner; constants not calibrated yet, no layout search yet)");
+                                              "(planner; constants not calibrated yet; layout flags left out are searched)");
   cmd->add_option("--model", a.model, "a training config, or a file with its [model] section")->required();
   cmd->add_option("--cluster", a.cluster, "a100-80g, h100-80g, or a cluster TOML file")->capture_default_str();
   cmd->add_option("--gpus", a.gpus, "devices in the job")->required();
@@ -99,7 +114,9 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--micro-batch", a.micro_batch, "sequences per micro-batch");
   cmd->add_option("--dtype", a.dtype, "bf16, fp16 or fp32")->capture_default_str();
   cmd->add_option("--sequence-parallel", a.sequence_parallel, "on or off")->capture_default_str();
-  cmd->add_option("--recompute", a.recompute, "none, selective or full")->capture_default_str();
+  cmd->add_option("--recompute", a.recompute, "none, selective or full (searched when the layout is and it is not "
+                  "given)")->capture_default_str();
+  cmd->add_option("--top", a.top, "searching: print the K best layouts")->capture_default_str();
   cmd->add_option("--zero", a.zero, "ZeRO stage 0, 1 or 2")->capture_default_str();
   cmd->add_option("--overlap", a.overlap, "none, or a list of tp-bwd, tp, pp, dp")->capture_default_str();
   cmd->add_option("--tp-chunks", a.tp_chunks, "chunks of MegaScale's TP overlap")->capture_default_str();
@@ -110,19 +127,40 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_flag("--json", a.json, "print one JSON object");
 }
 
-int run_plan_command(const CLI::App& app, const PlanArgs& a) {
+int run_plan_command(const CLI::App& app, PlanArgs a) {
   if (!app.got_subcommand("plan")) return -1;
+  a.recompute_given = app.get_subcommand("plan")->count("--recompute") > 0;
   Config cfg;
   load_toml(cfg, a.model);
   const plan::ClusterDesc cluster = plan::load_cluster(a.cluster);
-  const plan::PlanLayout l = layout_of(a, cfg);
-  const plan::StepPrediction p = plan::predict_step(cfg.model, l, cluster, plan::PlanConstants{});
+  plan::PlanLayout l = layout_of(a, cfg);
+  plan::StepPrediction p;
+  int candidates = 0, fitting = 0;
+  std::vector<std::pair<plan::PlanLayout, plan::StepPrediction>> others;
+  if (explicit_layout(a)) {
+    p = plan::predict_step(cfg.model, l, cluster, plan::PlanConstants{});
+  } else {  // the layout search, keeping what was given
+    plan::SearchSpace space;
+    space.gpus = a.gpus, space.fixed = l, space.tp = a.tp, space.pp = a.pp, space.virtual_stages = a.virtual_stages;
+    space.micro_batch = a.micro_batch, space.search_recompute = !a.recompute_given;
+    plan::SearchResult r = plan::search_layouts(cfg.model, space, cluster, plan::PlanConstants{}, std::max(1, a.top));
+    l = r.best.front().first, p = r.best.front().second, candidates = r.candidates, fitting = r.fitting;
+    others.assign(r.best.begin() + 1, r.best.end());
+  }
   if (a.json) {
-    fmt::print("{}\n", to_json(p, l, cluster).dump());
+    nlohmann::json j = to_json(p, l, cluster);
+    if (candidates > 0) {
+      j["searched"] = {{"candidates", candidates}, {"fitting", fitting}};
+      for (const auto& [ol, op] : others) j["alternatives"].push_back(to_json(op, ol, cluster));
+    }
+    fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} on {} x {} (constants NOT calibrated)\n", l.tp, l.pp, l.dp,
-             l.virtual_stages, l.micro_batch, a.gpus, cluster.device.name);
+  if (candidates > 0)
+    fmt::print("searched {} layouts, {} fit; the best{}:\n", candidates, fitting,
+               others.empty() ? "" : fmt::format(" (then {} more below)", others.size()));
+  fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} (constants NOT calibrated)\n", l.tp,
+             l.pp, l.dp, l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name);
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
   fmt::print("split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "
              "other {:.3f} s\n", p.compute, p.recompute, p.tp_exposed, p.bubble, p.pp_exposed, p.dp_exposed, p.optimizer,
@@ -130,6 +168,9 @@ int run_plan_command(const CLI::App& app, const PlanArgs& a) {
   fmt::print("memory per device (stage {}): {:.1f} GiB of {:.0f} ({}; largest: {})\n", p.memory.stage,
              p.memory.total() / kGiB, cluster.device.memory_gib, p.memory.fits ? "fits" : "does NOT fit",
              p.memory.largest);
+  for (const auto& [ol, op] : others)
+    fmt::print("  tp {} pp {} dp {} v {} micro-batch {} recompute {}: step {:.3f} s, MFU {:.1f}%\n", ol.tp, ol.pp, ol.dp,
+               ol.virtual_stages, ol.micro_batch, recompute_name(ol.recompute), op.step_s, 100 * op.mfu);
   return 0;
 }
 

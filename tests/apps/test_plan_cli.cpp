@@ -1,13 +1,15 @@
 // test_plan_cli: `megascale plan` as a user runs it: --json prints one object whose time split sums
 // to step_time_s, with mfu, fits_memory, the layout and "calibrated": false (the constants are not
 // fitted yet); MFU is eq. 7's FLOPs over the step at the cluster's peak; the text output names the
-// same step; bad input is one named error with exit code 1 (an unknown cluster, a layout the model
-// cannot split, a missing layout flag: the search is not built yet).
+// same step; without layout flags it searches and its answer is no slower than the published
+// layout's prediction, and planning the answer's layout explicitly gives the same step; bad input
+// is one named error with exit code 1 (an unknown cluster, a layout the model cannot split).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
@@ -49,6 +51,26 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   EXPECT_NE(text.output.find("dp 4"), std::string::npos) << text.output;
 }
 
+TEST(PlanCli, SearchBeatsThePublishedLayoutAndReplansTheSame) {
+  const auto given = ms::testing::run_cmd(plan(std::string(kLayout) + " --json 2>/dev/null"));
+  const auto searched = ms::testing::run_cmd(plan("--gpus 256 --batch 768 --recompute none --top 2 --json 2>/dev/null"));
+  ASSERT_EQ(given.code, 0) << given.output;
+  ASSERT_EQ(searched.code, 0) << searched.output;
+  const auto g = nlohmann::json::parse(given.output), s = nlohmann::json::parse(searched.output);
+  EXPECT_LE(s["step_time_s"].get<double>(), g["step_time_s"].get<double>());
+  EXPECT_GT(s["searched"]["fitting"].get<int>(), 0) << s.dump();
+  ASSERT_EQ(s["alternatives"].size(), 1u);
+  EXPECT_LE(s["step_time_s"].get<double>(), s["alternatives"][0]["step_time_s"].get<double>());
+  const auto& l = s["layout"];
+  const std::string again = fmt::format("--gpus 256 --batch 768 --recompute none --tp {} --pp {} --virtual-stages {} "
+                                        "--schedule {} --micro-batch {} --json 2>/dev/null", l["tp"].get<int>(),
+                                        l["pp"].get<int>(), l["virtual_stages"].get<int>(),
+                                        l["schedule"].get<std::string>(), l["micro_batch"].get<int>());
+  const auto r = ms::testing::run_cmd(plan(again));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["step_time_s"].get<double>(), s["step_time_s"].get<double>());
+}
+
 TEST(PlanCli, BadInputIsNamed) {
   auto fails = [](const std::string& cmd, const std::string& what) {
     const auto r = ms::testing::run_cmd(cmd);
@@ -59,7 +81,6 @@ TEST(PlanCli, BadInputIsNamed) {
   fails(plan("--gpus 256 --batch 768 --tp 8 --pp 7 --virtual-stages 1 --schedule 1f1b --micro-batch 1"),
         "--gpus 256 is not a multiple of tp 8 x pp 7");
   fails(plan("--gpus 280 --batch 280 --tp 8 --pp 35 --virtual-stages 1 --schedule 1f1b --micro-batch 1"), "96 layers");
-  fails(plan("--gpus 256 --batch 768"), "the layout search is not built yet");
   fails(plan(std::string(kLayout) + " --overlap tp,zz"), "--overlap item 'zz'");
 }
 
