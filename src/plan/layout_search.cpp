@@ -22,15 +22,6 @@ auto rank_key(const PlanLayout& l, double step) {
   return std::make_tuple(step, l.tp, l.pp, l.virtual_stages, -l.micro_batch, static_cast<int>(l.recompute));
 }
 
-MemoryLayout memory_layout(const PlanLayout& l) {
-  MemoryLayout ml;
-  ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;
-  ml.micro_batches = l.global_batch / (l.dp * l.micro_batch), ml.sequence_parallel = l.sequence_parallel;
-  ml.recompute = l.recompute, ml.zero = l.zero, ml.flash_attention = l.attention == AttentionImpl::kFlash;
-  ml.weight_bytes = l.precision == DType::kF32 ? 4 : 2;
-  return ml;
-}
-
 }  // namespace
 
 SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const ClusterDesc& c, const PlanConstants& k,
@@ -61,7 +52,7 @@ SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const Cl
             l.tp = t, l.pp = p, l.dp = d, l.virtual_stages = v, l.micro_batch = b, l.recompute = rc;
             l.schedule = v > 1 ? PipelineScheduleKind::kInterleaved : PipelineScheduleKind::k1F1B;
             r.candidates++;
-            const MemoryEstimate mem = estimate_memory(shape, memory_layout(l), c);
+            const MemoryEstimate mem = estimate_memory(shape, memory_layout_of(l), c);
             if (!mem.fits) {
               if (smallest < 0 || mem.total() < smallest) smallest = mem.total(), smallest_term = mem.largest;
               continue;

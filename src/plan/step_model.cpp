@@ -86,6 +86,15 @@ void check_layout(const ModelConfig& m, const PlanLayout& l) {
 
 }  // namespace
 
+MemoryLayout memory_layout_of(const PlanLayout& l) {
+  MemoryLayout ml;
+  ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;
+  ml.micro_batches = l.global_batch / (l.dp * l.micro_batch), ml.sequence_parallel = l.sequence_parallel;
+  ml.recompute = l.recompute, ml.zero = l.zero, ml.flash_attention = l.attention == AttentionImpl::kFlash;
+  ml.weight_bytes = l.precision == DType::kF32 ? 4 : 2;
+  return ml;
+}
+
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k) {
   check_layout(m, l);
   ScheduleSpec spec;
@@ -136,10 +145,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   // Data parallelism (ZeRO-2 / DDP) on the NIC, per model chunk; the optimizer; the host.
   GptShape shape;
   shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = l.seq, shape.vocab = m.vocab_size;
-  MemoryLayout ml;
-  ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;
-  ml.micro_batches = mb, ml.sequence_parallel = l.sequence_parallel, ml.recompute = l.recompute, ml.zero = l.zero;
-  ml.flash_attention = l.attention == AttentionImpl::kFlash, ml.weight_bytes = o.act_bytes;
+  const MemoryLayout ml = memory_layout_of(l);
   const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
   const Link nic = nic_link(c, k);
   const double v = l.virtual_stages;

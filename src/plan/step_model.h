@@ -62,6 +62,9 @@ struct StepPrediction {
   PipelineTimeline timeline;
 };
 
+// The memory model's view of a layout (micro-batches per replica m = G / (d b)).
+MemoryLayout memory_layout_of(const PlanLayout& l);
+
 // Throws naming the field for a layout the model or the batch cannot split.
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k);
 
