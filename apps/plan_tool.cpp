@@ -138,12 +138,13 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   int candidates = 0, fitting = 0;
   std::vector<std::pair<plan::PlanLayout, plan::StepPrediction>> others;
   if (explicit_layout(a)) {
-    p = plan::predict_step(cfg.model, l, cluster, plan::PlanConstants{});
+    p = plan::predict_step(cfg.model, l, cluster, plan::plan_constants(cluster));
   } else {  // the layout search, keeping what was given
     plan::SearchSpace space;
     space.gpus = a.gpus, space.fixed = l, space.tp = a.tp, space.pp = a.pp, space.virtual_stages = a.virtual_stages;
     space.micro_batch = a.micro_batch, space.search_recompute = !a.recompute_given;
-    plan::SearchResult r = plan::search_layouts(cfg.model, space, cluster, plan::PlanConstants{}, std::max(1, a.top));
+    plan::SearchResult r =
+        plan::search_layouts(cfg.model, space, cluster, plan::plan_constants(cluster), std::max(1, a.top));
     l = r.best.front().first, p = r.best.front().second, candidates = r.candidates, fitting = r.fitting;
     others.assign(r.best.begin() + 1, r.best.end());
   }

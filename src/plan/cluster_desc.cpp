@@ -17,7 +17,9 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
   static const std::map<std::string, std::set<std::string>> k = {
       {"device", {"kind", "name", "peak_tflops", "memory_gib", "memory_GBps", "sms"}},
       {"node", {"devices_per_node", "intra_GBps", "intra_latency_us"}},
-      {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology"}}};
+      {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology"}},
+      {"efficiency", {"gemm_eta_inf", "gemm_k_half", "attention_eta", "mem_eta", "launch_us", "intra_eta", "nic_eta",
+                      "intra_half_MB", "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s"}}};
   return k;
 }
 
@@ -28,7 +30,7 @@ class Reader {
     for (auto&& [sec, node] : t_) {
       const std::string s(sec.str());
       const auto it = known_keys().find(s);
-      MS_CHECK(it != known_keys().end(), "{}: unknown section [{}] (expected [device], [node], [network])", where_, s);
+      MS_CHECK(it != known_keys().end(), "{}: unknown section [{}] (expected [device], [node], [network], [efficiency])", where_, s);
       MS_CHECK(node.is_table(), "{}: [{}] must be a table", where_, s);
       for (auto&& [key, v] : *node.as_table())
         MS_CHECK(it->second.count(std::string(key.str())), "{}: [{}] unknown key '{}'", where_, s, key.str());
@@ -93,6 +95,10 @@ ClusterDesc from_table(const toml::table& t, const std::string& where) {
   r.number("network", "inter_latency_us", c.network.inter_latency_us);
   r.integer("network", "hosts_per_switch", c.network.hosts_per_switch);
   r.text("network", "topology", c.network.topology, /*required=*/false);
+  for (const std::string& key : known_keys().at("efficiency")) {
+    double v = 0;
+    if (r.find("efficiency", key.c_str(), false)) r.number("efficiency", key.c_str(), v), c.efficiency[key] = v;
+  }
   c.validate();
   return c;
 }
@@ -157,6 +163,11 @@ void ClusterDesc::validate() const {
   MS_CHECK(network.inter_latency_us >= 0, "{}: [network] inter_latency_us: {} must be >= 0", source,
            network.inter_latency_us);
   positive("network", "hosts_per_switch", network.hosts_per_switch);
+  for (const auto& [key, v] : efficiency) {
+    const bool eta = key.find("eta") != std::string::npos;
+    MS_CHECK(eta ? (v > 0 && v <= 1) : v >= 0, "{}: [efficiency] {}: {} must be {}", source, key, v,
+             eta ? "in (0, 1]" : ">= 0");
+  }
   MS_CHECK(network.topology == "fat-tree", "{}: [network] topology: '{}' (only fat-tree is modelled)", source,
            network.topology);
 }

@@ -36,10 +36,17 @@ struct NetworkDesc {
   std::string topology = "fat-tree";  // "fat-tree" (1:1, no oversubscription)
 };
 
+// [efficiency] (optional): calibrated constants of the planner by name (step_model.h
+// plan_constants: gemm_eta_inf, gemm_k_half, attention_eta, mem_eta, launch_us, intra_eta, nic_eta,
+// intra_half_MB, nic_half_MB, optimizer_bytes_per_param, host_sync_s, host_async_s); absent ones
+// keep the planner's defaults. Efficiencies (*_eta*) lie in (0, 1], the others are >= 0.
+using EfficiencyTable = std::map<std::string, double>;
+
 struct ClusterDesc {
   DeviceDesc device;
   NodeDesc node;
   NetworkDesc network;
+  EfficiencyTable efficiency;
   std::string source;                 // the file or "built-in <name>" it came from
 
   // Peak FLOP/s of one device for a training dtype (fp32, bf16, fp16); a named error when the

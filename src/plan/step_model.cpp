@@ -86,6 +86,26 @@ void check_layout(const ModelConfig& m, const PlanLayout& l) {
 
 }  // namespace
 
+PlanConstants plan_constants(const ClusterDesc& c) {
+  PlanConstants k;
+  auto set = [&](const char* key, double& field, double scale = 1.0) {
+    if (const auto it = c.efficiency.find(key); it != c.efficiency.end()) field = it->second * scale;
+  };
+  set("gemm_eta_inf", k.device.gemm_eta_inf);
+  set("gemm_k_half", k.device.gemm_k_half);
+  set("attention_eta", k.device.attention_eta);
+  set("mem_eta", k.device.mem_eta);
+  set("launch_us", k.device.launch_s, 1e-6);
+  set("intra_eta", k.intra_eta);
+  set("nic_eta", k.nic_eta);
+  set("intra_half_MB", k.intra_half_bytes, 1024.0 * 1024.0);
+  set("nic_half_MB", k.nic_half_bytes, 1024.0 * 1024.0);
+  set("optimizer_bytes_per_param", k.optimizer_bytes_per_param);
+  set("host_sync_s", k.host_sync_s);
+  set("host_async_s", k.host_async_s);
+  return k;
+}
+
 MemoryLayout memory_layout_of(const PlanLayout& l) {
   MemoryLayout ml;
   ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;

@@ -52,6 +52,9 @@ struct PlanConstants {
   double host_sync_s = 0, host_async_s = 0;      // host time per step on the critical path
 };
 
+// The planner's constants for a cluster: the defaults above, overridden by its [efficiency] table.
+PlanConstants plan_constants(const ClusterDesc& c);
+
 struct StepPrediction {
   double step_s = 0, tokens_per_s = 0, mfu = 0;
   // The split (sums to step_s): compute of the busiest stage, the recompute within it, exposed TP

@@ -52,6 +52,15 @@ TEST(ClusterDesc, ShippedFilesEqualTheBuiltIns) {
   EXPECT_DOUBLE_EQ(builtin_cluster("h100-80g").peak_flops(ms::DType::kBF16), 989e12);
 }
 
+TEST(ClusterDesc, AnEfficiencyTableIsReadByName) {
+  const std::string text = text_of(shipped("a100-80g")) + "\n[efficiency]\ngemm_eta_inf = 0.7\nlaunch_us = 4.0\n";
+  const ClusterDesc c = parse_cluster_toml(text, "x.toml");
+  EXPECT_EQ(c.efficiency.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.efficiency.at("gemm_eta_inf"), 0.7);
+  EXPECT_DOUBLE_EQ(c.efficiency.at("launch_us"), 4.0);
+  EXPECT_TRUE(builtin_cluster("a100-80g").efficiency.empty());
+}
+
 TEST(ClusterDesc, BadDescriptionsAreNamed) {
   const std::string good = text_of(shipped("a100-80g"));
   auto bad = [&](const std::string& from, const std::string& to, const std::vector<std::string>& parts) {
@@ -65,6 +74,9 @@ TEST(ClusterDesc, BadDescriptionsAreNamed) {
   bad("nic_Gbps = 200.0", "nic_Gbps = -1.0", {"[network] nic_Gbps", "must be > 0"});
   bad("kind = \"gpu\"", "kind = \"tpu\"", {"[device] kind", "gpu or cpu"});
   bad("bf16 = 312.0, ", "", {"peak_tflops: missing bf16"});
+  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\ngemm_eta_inf = 1.5",
+      {"[efficiency] gemm_eta_inf: 1.5 must be in (0, 1]"});
+  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\nfudge = 1.1", {"[efficiency] unknown key 'fudge'"});
   ms::testing::expect_error([] { load_cluster("/nonexistent/cluster.toml"); }, {"/nonexistent/cluster.toml", "no such file"});
   ms::testing::expect_error([] { builtin_cluster("v100"); }, {"unknown built-in cluster 'v100'"});
   ms::testing::expect_error([] { builtin_cluster("a100-80g").peak_flops(ms::DType::kI32); }, {"no peak"});

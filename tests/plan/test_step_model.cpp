@@ -110,6 +110,18 @@ TEST(StepModel, MegaScaleIsFasterThanTheMegatronBaselineAtEveryScale) {
   }
 }
 
+TEST(StepModel, AClustersEfficiencyTableSetsTheConstants) {
+  ClusterDesc a100 = builtin_cluster("a100-80g");
+  EXPECT_DOUBLE_EQ(plan_constants(a100).device.gemm_eta_inf, PlanConstants{}.device.gemm_eta_inf);
+  const double base = predict_step(gpt175(true), layout(true, 256, 768), a100, plan_constants(a100)).compute;
+  a100.efficiency = {{"gemm_eta_inf", 0.4}, {"launch_us", 7.0}, {"nic_half_MB", 2.0}};
+  const PlanConstants k = plan_constants(a100);
+  EXPECT_DOUBLE_EQ(k.device.gemm_eta_inf, 0.4);
+  EXPECT_DOUBLE_EQ(k.device.launch_s, 7e-6);
+  EXPECT_DOUBLE_EQ(k.nic_half_bytes, 2.0 * 1024 * 1024);
+  EXPECT_GT(predict_step(gpt175(true), layout(true, 256, 768), a100, k).compute, 1.5 * base);  // GEMM-bound
+}
+
 TEST(StepModel, LayoutsTheBatchOrModelCannotSplitAreNamed) {
   const ClusterDesc a100 = builtin_cluster("a100-80g");
   PlanLayout l = layout(true, 256, 770);
