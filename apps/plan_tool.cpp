@@ -48,6 +48,9 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
   MS_CHECK(a.sequence_parallel == "on" || a.sequence_parallel == "off", "plan: --sequence-parallel {} (on or off)",
            a.sequence_parallel);
   l.sequence_parallel = a.sequence_parallel == "on";
+  MS_CHECK(a.pp_scatter_gather == "on" || a.pp_scatter_gather == "off", "plan: --pp-scatter-gather {} (on or off)",
+           a.pp_scatter_gather);
+  l.pp_scatter_gather = a.pp_scatter_gather == "on";
   MS_CHECK(a.recompute == "none" || a.recompute == "selective" || a.recompute == "full",
            "plan: --recompute {} (none, selective or full)", a.recompute);
   l.recompute = a.recompute == "none" ? plan::Recompute::kNone
@@ -114,6 +117,8 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--micro-batch", a.micro_batch, "sequences per micro-batch");
   cmd->add_option("--dtype", a.dtype, "bf16, fp16 or fp32")->capture_default_str();
   cmd->add_option("--sequence-parallel", a.sequence_parallel, "on or off")->capture_default_str();
+  cmd->add_option("--pp-scatter-gather", a.pp_scatter_gather, "on: a pipeline send carries 1/tp of the activation "
+                  "per rank (Megatron's default)")->capture_default_str();
   cmd->add_option("--recompute", a.recompute, "none, selective or full (searched when the layout is and it is not "
                   "given)")->capture_default_str();
   cmd->add_option("--top", a.top, "searching: print the K best layouts")->capture_default_str();

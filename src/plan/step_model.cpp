@@ -41,15 +41,17 @@ int adjacent_gemm(const std::vector<PlanOp>& ops, size_t i) {
   return -1;
 }
 
+// `recomputable`: the transformer layers' ops (recomputation never repeats the embedding or the head).
 ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k,
-                     const Link& tp_link) {
+                     const Link& tp_link, bool recomputable) {
   ChunkCost r;
   const DeviceEfficiency& e = k.device;
   std::vector<double> f(ops.size()), b(ops.size());
   for (size_t i = 0; i < ops.size(); i++) {
     f[i] = op_seconds(ops[i], false, l.precision, c, e), b[i] = op_seconds(ops[i], true, l.precision, c, e);
     r.fwd += f[i], r.bwd += b[i];
-    if (l.recompute == Recompute::kFull || (l.recompute == Recompute::kSelective && ops[i].cls == OpClass::kAttention))
+    if (recomputable &&
+        (l.recompute == Recompute::kFull || (l.recompute == Recompute::kSelective && ops[i].cls == OpClass::kAttention)))
       r.recompute += f[i];
   }
   const double K = std::max(1, l.tp_chunks);
@@ -69,7 +71,7 @@ ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const 
       xb = std::max(0.0, cb - gb / 2);  // beside the weight-gradient half of the GEMM's backward
     }
     r.fwd += xf, r.bwd += xb, r.tp += xf + xb;
-    if (l.recompute == Recompute::kFull) r.recompute += xf, r.tp += xf;  // the forward's collectives again
+    if (recomputable && l.recompute == Recompute::kFull) r.recompute += xf, r.tp += xf;  // the forward's collectives again
   }
   r.bwd += r.recompute;
   return r;
@@ -132,22 +134,23 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (int s = 0; s < l.pp; s++)
     for (int v = 0; v < l.virtual_stages; v++) {
       const int g = sch.global_chunk(s, v);
-      std::vector<PlanOp> ops;
-      if (g == 0) ops = embedding_ops(m, o);
+      std::vector<PlanOp> layers;
       for (int layer = g * per_chunk; layer < (g + 1) * per_chunk; layer++) {
         const auto lo = layer_ops(m, layer, o);
-        ops.insert(ops.end(), lo.begin(), lo.end());
+        layers.insert(layers.end(), lo.begin(), lo.end());
       }
-      if (g == chunks - 1) {
-        const auto h = head_ops(m, o);
-        ops.insert(ops.end(), h.begin(), h.end());
+      ChunkCost cc = chunk_cost(layers, l, c, k, tp_link, /*recomputable=*/true);
+      for (const bool first : {true, false}) {
+        if (g != (first ? 0 : chunks - 1)) continue;
+        const ChunkCost x = chunk_cost(first ? embedding_ops(m, o) : head_ops(m, o), l, c, k, tp_link, false);
+        cc.fwd += x.fwd, cc.bwd += x.bwd, cc.tp += x.tp;
       }
-      const ChunkCost cc = chunk_cost(ops, l, c, k, tp_link);
       costs.forward[s][v] = cc.fwd, costs.backward[s][v] = cc.bwd;
       recompute[s] += mb * cc.recompute, tp[s] += mb * cc.tp;
     }
-  // Point-to-point: one micro-batch's activations (1/t of them with sequence parallelism).
-  const double act = static_cast<double>(l.micro_batch) * l.seq * m.n_embd * o.act_bytes / (l.sequence_parallel ? l.tp : 1);
+  // Point-to-point: one micro-batch's activations (1/t of them with sequence parallelism or scatter/gather).
+  const double act = static_cast<double>(l.micro_batch) * l.seq * m.n_embd * o.act_bytes /
+                     (l.sequence_parallel || l.pp_scatter_gather ? l.tp : 1);
   const Link pp_link = l.tp * l.pp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
   costs.decoupled = l.overlap_pp;
   PipelineCosts free = costs;

@@ -1,9 +1,10 @@
 // step_model: one training step of a layout on a cluster, predicted (planner.md §4): per pipeline
-// chunk the forward and backward times of its operations (op_graph + op_cost, recomputation
-// added to the backward), the tensor-parallel collectives priced on the node's links (comm_cost)
+// chunk the forward and backward times of its operations (op_graph + op_cost; recomputation, of
+// the transformer layers only, added to the backward), the tensor-parallel collectives priced on the node's links (comm_cost)
 // and exposed by the overlap rules below, the pipeline timed over the runtime's schedule table
 // (step_sim; the bubble is the simulated step with free transfers minus the busiest stage's
-// compute, the exposed PP communication what real transfers add), then ZeRO-2's reduce-scatter
+// compute, the exposed PP communication what real transfers add; a send carries 1/t of the
+// activation with sequence parallelism or Megatron's scatter/gather), then ZeRO-2's reduce-scatter
 // and all-gather on the NIC, the optimizer's memory-bound pass and the host's time per step.
 // Overlap rules (one mechanism each, no free "hidden fraction"):
 //  - TP none: every collective on the compute stream; tp-bwd: a backward collective beside the
@@ -37,6 +38,7 @@ struct PlanLayout {
   Recompute recompute = Recompute::kNone;
   int zero = 2;
   bool overlap_tp_bwd = true, overlap_tp = false, overlap_pp = true, overlap_dp = true;
+  bool pp_scatter_gather = true;  // p2p sends 1/t of an activation per TP rank (Megatron's default; implied by SP)
   int tp_chunks = 4;
   AttentionImpl attention = AttentionImpl::kFlash;
   DType precision = DType::kBF16;

@@ -5,6 +5,8 @@
 //    over the busiest stage's compute is Megatron's (p-1)/(v m);
 //  - every overlap only helps, and helps where its communication is large: chunked TP overlap
 //    <= tp-bwd <= none; decoupled <= paired send/recv; DP overlap <= none;
+//  - full recomputation repeats the transformer layers, never the LM head (its time does not depend
+//    on the vocabulary); pipeline scatter/gather sends 1/t of an activation;
 //  - MegaScale's features (planner.md §8: parallel block, sliding window, no recomputation, TP and
 //    PP overlap, FlashAttention, asynchronous data, LAMB) give a shorter step than the Megatron-LM
 //    baseline for the 175B model at 256, 1,024 and 12,288 GPUs;
@@ -108,6 +110,21 @@ TEST(StepModel, MegaScaleIsFasterThanTheMegatronBaselineAtEveryScale) {
     EXPECT_LT(ms_.step_s, mg.step_s) << gpus;
     std::printf("uncalibrated, %d GPUs: MegaScale MFU %.3f, Megatron-LM %.3f\n", gpus, ms_.mfu, mg.mfu);
   }
+}
+
+TEST(StepModel, RecomputationRepeatsTheLayersOnlyAndScatterGatherShrinksSends) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  PlanLayout l = layout(false, 64, 64);
+  l.pp = 1, l.dp = 8, l.virtual_stages = 1, l.schedule = PipelineScheduleKind::k1F1B, l.recompute = Recompute::kFull;
+  ModelConfig small = gpt175(false), large = gpt175(false);
+  small.vocab_size = 64, large.vocab_size = 640000;  // the head is on the only stage
+  EXPECT_DOUBLE_EQ(predict_step(small, l, a100, constants()).recompute, predict_step(large, l, a100, constants()).recompute);
+  l = layout(false, 256, 768);
+  l.sequence_parallel = false, l.overlap_pp = false;
+  l.pp_scatter_gather = false;
+  const double whole = predict_step(gpt175(false), l, a100, constants()).pp_exposed;
+  l.pp_scatter_gather = true;
+  EXPECT_LT(predict_step(gpt175(false), l, a100, constants()).pp_exposed, whole);
 }
 
 TEST(StepModel, AClustersEfficiencyTableSetsTheConstants) {
