@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "config/config.h"     // Config, load_toml
+#include "config/config.h"       // Config, load_toml
+#include "base/atomic_file.h"    // write_text_atomic
 #include "plan/layout_search.h"  // search_layouts
+#include "plan/plan_trace.h"     // plan_trace
 #include "plan/step_model.h"     // predict_step
 
 namespace ms {
@@ -39,11 +41,13 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
     MS_CHECK(a.gpus % (a.tp * a.pp) == 0, "plan: --gpus {} is not a multiple of tp {} x pp {}", a.gpus, a.tp, a.pp);
     l.tp = a.tp, l.pp = a.pp, l.dp = a.gpus / (a.tp * a.pp), l.virtual_stages = a.virtual_stages;
     l.micro_batch = a.micro_batch;
-    MS_CHECK(a.schedule == "1f1b" || a.schedule == "interleaved", "plan: --schedule {} (1f1b or interleaved)", a.schedule);
+    MS_CHECK(a.schedule == "1f1b" || a.schedule == "interleaved", "plan: --schedule {} (1f1b or interleaved)",
+             a.schedule);
     l.schedule = a.schedule == "1f1b" ? PipelineScheduleKind::k1F1B : PipelineScheduleKind::kInterleaved;
   }
   l.global_batch = a.batch, l.seq = a.seq_len > 0 ? a.seq_len : cfg.train.seq_len;
-  MS_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32", "plan: --dtype {} (bf16, fp16 or fp32)", a.dtype);
+  MS_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32", "plan: --dtype {} (bf16, fp16 or fp32)",
+           a.dtype);
   l.precision = a.dtype == "fp32" ? DType::kF32 : a.dtype == "fp16" ? DType::kF16 : DType::kBF16;
   MS_CHECK(a.sequence_parallel == "on" || a.sequence_parallel == "off", "plan: --sequence-parallel {} (on or off)",
            a.sequence_parallel);
@@ -53,11 +57,12 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
   l.pp_scatter_gather = a.pp_scatter_gather == "on";
   MS_CHECK(a.recompute == "none" || a.recompute == "selective" || a.recompute == "full",
            "plan: --recompute {} (none, selective or full)", a.recompute);
-  l.recompute = a.recompute == "none" ? plan::Recompute::kNone
-                : a.recompute == "selective" ? plan::Recompute::kSelective : plan::Recompute::kFull;
+  l.recompute = a.recompute == "none"        ? plan::Recompute::kNone
+                : a.recompute == "selective" ? plan::Recompute::kSelective
+                                             : plan::Recompute::kFull;
   MS_CHECK(a.zero >= 0 && a.zero <= 2, "plan: --zero {} (0, 1 or 2)", a.zero);
   l.zero = a.zero;
-  for (std::stringstream ss(a.overlap); ;) {
+  for (std::stringstream ss(a.overlap);;) {
     std::string x;
     if (!std::getline(ss, x, ',')) break;
     MS_CHECK(x == "none" || x == "tp-bwd" || x == "tp" || x == "pp" || x == "dp",
@@ -66,7 +71,8 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
   l.overlap_tp_bwd = has(a.overlap, "tp-bwd"), l.overlap_tp = has(a.overlap, "tp");
   l.overlap_pp = has(a.overlap, "pp"), l.overlap_dp = has(a.overlap, "dp");
   l.tp_chunks = a.tp_chunks;
-  MS_CHECK(a.kernels == "megatron" || a.kernels == "megascale", "plan: --kernels {} (megatron or megascale)", a.kernels);
+  MS_CHECK(a.kernels == "megatron" || a.kernels == "megascale", "plan: --kernels {} (megatron or megascale)",
+           a.kernels);
   l.attention = a.kernels == "megatron" ? plan::AttentionImpl::kUnfused : plan::AttentionImpl::kFlash;
   MS_CHECK(a.data_pipeline == "sync" || a.data_pipeline == "async", "plan: --data-pipeline {} (sync or async)",
            a.data_pipeline);
@@ -84,27 +90,51 @@ const char* recompute_name(plan::Recompute r) {
 
 nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l, const plan::ClusterDesc& c) {
   const plan::MemoryEstimate& m = p.memory;
-  return {{"step_time_s", p.step_s}, {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"mfu_convention", "megatron-72"},
-          {"calibrated", false}, {"fits_memory", m.fits},
-          {"memory_per_device_gib", {{"params", m.params / kGiB}, {"grads", m.grads / kGiB},
-                                     {"optimizer", m.optimizer / kGiB}, {"activations", m.activations / kGiB},
-                                     {"other", m.other / kGiB}, {"total", m.total() / kGiB}, {"largest", m.largest},
-                                     {"stage", m.stage}}},
-          {"time_split_s", {{"compute", p.compute}, {"recompute", p.recompute}, {"tp_exposed", p.tp_exposed},
-                            {"pp_exposed", p.pp_exposed}, {"dp_exposed", p.dp_exposed}, {"bubble", p.bubble},
-                            {"optimizer", p.optimizer}, {"other", p.other}}},
-          {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"virtual_stages", l.virtual_stages},
-                      {"micro_batch", l.micro_batch}, {"recompute", recompute_name(l.recompute)},
-                      {"schedule", l.schedule == PipelineScheduleKind::k1F1B ? "1f1b" : "interleaved"}}},
-          {"cluster", {{"name", c.device.name}, {"devices_per_node", c.node.devices_per_node},
-                       {"intra_GBps", c.node.intra_GBps}, {"nic_Gbps", c.network.nic_Gbps}}}};
+  return {{"step_time_s", p.step_s},
+          {"tokens_per_s", p.tokens_per_s},
+          {"mfu", p.mfu},
+          {"mfu_convention", "megatron-72"},
+          {"calibrated", false},
+          {"fits_memory", m.fits},
+          {"memory_per_device_gib",
+           {{"params", m.params / kGiB},
+            {"grads", m.grads / kGiB},
+            {"optimizer", m.optimizer / kGiB},
+            {"activations", m.activations / kGiB},
+            {"other", m.other / kGiB},
+            {"total", m.total() / kGiB},
+            {"largest", m.largest},
+            {"stage", m.stage}}},
+          {"time_split_s",
+           {{"compute", p.compute},
+            {"recompute", p.recompute},
+            {"tp_exposed", p.tp_exposed},
+            {"pp_exposed", p.pp_exposed},
+            {"dp_exposed", p.dp_exposed},
+            {"bubble", p.bubble},
+            {"optimizer", p.optimizer},
+            {"other", p.other}}},
+          {"layout",
+           {{"tp", l.tp},
+            {"pp", l.pp},
+            {"dp", l.dp},
+            {"virtual_stages", l.virtual_stages},
+            {"micro_batch", l.micro_batch},
+            {"recompute", recompute_name(l.recompute)},
+            {"schedule", l.schedule == PipelineScheduleKind::k1F1B ? "1f1b" : "interleaved"}}},
+          {"cluster",
+           {{"name", c.device.name},
+            {"devices_per_node", c.node.devices_per_node},
+            {"intra_GBps", c.node.intra_GBps},
+            {"nic_Gbps", c.network.nic_Gbps}}}};
 }
 
 }  // namespace
 
 void add_plan_command(CLI::App& app, PlanArgs& a) {
-  CLI::App* cmd = app.add_subcommand("plan", "predict step time, MFU and memory per device of a layout on a cluster "
-                                              "(planner; constants not calibrated yet; layout flags left out are searched)");
+  CLI::App* cmd = app.add_subcommand("plan",
+                                     "predict step time, MFU and memory per device of a layout on a cluster "
+                                     "(planner; constants not calibrated yet; layout flags left out are searched)");
   cmd->add_option("--model", a.model, "a training config, or a file with its [model] section")->required();
   cmd->add_option("--cluster", a.cluster, "a100-80g, h100-80g, or a cluster TOML file")->capture_default_str();
   cmd->add_option("--gpus", a.gpus, "devices in the job")->required();
@@ -117,10 +147,14 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--micro-batch", a.micro_batch, "sequences per micro-batch");
   cmd->add_option("--dtype", a.dtype, "bf16, fp16 or fp32")->capture_default_str();
   cmd->add_option("--sequence-parallel", a.sequence_parallel, "on or off")->capture_default_str();
-  cmd->add_option("--pp-scatter-gather", a.pp_scatter_gather, "on: a pipeline send carries 1/tp of the activation "
-                  "per rank (Megatron's default)")->capture_default_str();
-  cmd->add_option("--recompute", a.recompute, "none, selective or full (searched when the layout is and it is not "
-                  "given)")->capture_default_str();
+  cmd->add_option("--pp-scatter-gather", a.pp_scatter_gather,
+                  "on: a pipeline send carries 1/tp of the activation "
+                  "per rank (Megatron's default)")
+      ->capture_default_str();
+  cmd->add_option("--recompute", a.recompute,
+                  "none, selective or full (searched when the layout is and it is not "
+                  "given)")
+      ->capture_default_str();
   cmd->add_option("--top", a.top, "searching: print the K best layouts")->capture_default_str();
   cmd->add_option("--zero", a.zero, "ZeRO stage 0, 1 or 2")->capture_default_str();
   cmd->add_option("--overlap", a.overlap, "none, or a list of tp-bwd, tp, pp, dp")->capture_default_str();
@@ -130,6 +164,9 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--data-pipeline", a.data_pipeline, "sync or async")->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "adam or lamb")->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--explain", a.explain,
+                  "also write the predicted step as a Chrome trace (as `megascale trace` "
+                  "writes measured ones)");
 }
 
 int run_plan_command(const CLI::App& app, PlanArgs a) {
@@ -153,6 +190,7 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
     l = r.best.front().first, p = r.best.front().second, candidates = r.candidates, fitting = r.fitting;
     others.assign(r.best.begin() + 1, r.best.end());
   }
+  if (!a.explain.empty()) write_text_atomic(a.explain, plan::plan_trace(p, l.pp).dump() + "\n");
   if (a.json) {
     nlohmann::json j = to_json(p, l, cluster);
     if (candidates > 0) {
@@ -168,15 +206,16 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} (constants NOT calibrated)\n", l.tp,
              l.pp, l.dp, l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name);
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
-  fmt::print("split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "
-             "other {:.3f} s\n", p.compute, p.recompute, p.tp_exposed, p.bubble, p.pp_exposed, p.dp_exposed, p.optimizer,
-             p.other);
+  fmt::print(
+      "split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "
+      "other {:.3f} s\n",
+      p.compute, p.recompute, p.tp_exposed, p.bubble, p.pp_exposed, p.dp_exposed, p.optimizer, p.other);
   fmt::print("memory per device (stage {}): {:.1f} GiB of {:.0f} ({}; largest: {})\n", p.memory.stage,
              p.memory.total() / kGiB, cluster.device.memory_gib, p.memory.fits ? "fits" : "does NOT fit",
              p.memory.largest);
   for (const auto& [ol, op] : others)
-    fmt::print("  tp {} pp {} dp {} v {} micro-batch {} recompute {}: step {:.3f} s, MFU {:.1f}%\n", ol.tp, ol.pp, ol.dp,
-               ol.virtual_stages, ol.micro_batch, recompute_name(ol.recompute), op.step_s, 100 * op.mfu);
+    fmt::print("  tp {} pp {} dp {} v {} micro-batch {} recompute {}: step {:.3f} s, MFU {:.1f}%\n", ol.tp, ol.pp,
+               ol.dp, ol.virtual_stages, ol.micro_batch, recompute_name(ol.recompute), op.step_s, 100 * op.mfu);
   return 0;
 }
 

@@ -18,8 +18,9 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"device", {"kind", "name", "peak_tflops", "memory_gib", "memory_GBps", "sms"}},
       {"node", {"devices_per_node", "intra_GBps", "intra_latency_us"}},
       {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology"}},
-      {"efficiency", {"gemm_eta_inf", "gemm_k_half", "attention_eta", "mem_eta", "launch_us", "intra_eta", "nic_eta",
-                      "intra_half_MB", "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s"}}};
+      {"efficiency",
+       {"gemm_eta_inf", "gemm_k_half", "attention_eta", "mem_eta", "launch_us", "intra_eta", "nic_eta", "intra_half_MB",
+        "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s"}}};
   return k;
 }
 
@@ -30,7 +31,8 @@ class Reader {
     for (auto&& [sec, node] : t_) {
       const std::string s(sec.str());
       const auto it = known_keys().find(s);
-      MS_CHECK(it != known_keys().end(), "{}: unknown section [{}] (expected [device], [node], [network], [efficiency])", where_, s);
+      MS_CHECK(it != known_keys().end(),
+               "{}: unknown section [{}] (expected [device], [node], [network], [efficiency])", where_, s);
       MS_CHECK(node.is_table(), "{}: [{}] must be a table", where_, s);
       for (auto&& [key, v] : *node.as_table())
         MS_CHECK(it->second.count(std::string(key.str())), "{}: [{}] unknown key '{}'", where_, s, key.str());
@@ -64,8 +66,8 @@ class Reader {
     MS_CHECK(n->is_table(), "{}: [{}] {}: expected a table such as {{ bf16 = 312.0, fp32 = 19.5 }}", where_, sec, key);
     for (auto&& [k, v] : *n->as_table()) {
       const std::string d(k.str());
-      MS_CHECK(d == "bf16" || d == "fp16" || d == "tf32" || d == "fp32", "{}: [{}] {}: unknown dtype '{}' (bf16, fp16, "
-               "tf32, fp32)", where_, sec, key, d);
+      MS_CHECK(d == "bf16" || d == "fp16" || d == "tf32" || d == "fp32",
+               "{}: [{}] {}: unknown dtype '{}' (bf16, fp16, tf32, fp32)", where_, sec, key, d);
       MS_CHECK(v.is_number(), "{}: [{}] {}.{}: expected a number", where_, sec, key, d);
       out[d] = *v.value<double>();
     }
@@ -143,7 +145,8 @@ double ClusterDesc::nic_Bps_per_device() const {
 }
 
 void ClusterDesc::validate() const {
-  MS_CHECK(device.kind == "gpu" || device.kind == "cpu", "{}: [device] kind: '{}' must be gpu or cpu", source, device.kind);
+  MS_CHECK(device.kind == "gpu" || device.kind == "cpu", "{}: [device] kind: '{}' must be gpu or cpu", source,
+           device.kind);
   MS_CHECK(!device.name.empty(), "{}: [device] name: empty", source);
   for (const char* d : {"bf16", "fp32"})
     MS_CHECK(device.peak_tflops.count(d), "{}: [device] peak_tflops: missing {}", source, d);
@@ -189,8 +192,10 @@ ClusterDesc parse_cluster_toml(const std::string& text, const std::string& where
 
 ClusterDesc load_cluster(const std::string& name_or_path) {
   if (is_builtin_cluster(name_or_path)) return builtin_cluster(name_or_path);
-  MS_CHECK(std::filesystem::is_regular_file(name_or_path), "cluster '{}': no such file, and not a built-in name "
-           "(a100-80g, h100-80g)", name_or_path);
+  MS_CHECK(std::filesystem::is_regular_file(name_or_path),
+           "cluster '{}': no such file, and not a built-in name "
+           "(a100-80g, h100-80g)",
+           name_or_path);
   try {
     return from_table(toml::parse_file(name_or_path), name_or_path);
   } catch (const toml::parse_error& e) {

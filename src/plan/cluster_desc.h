@@ -14,23 +14,24 @@
 namespace ms::plan {
 
 struct DeviceDesc {
-  std::string kind = "gpu";           // "gpu" or "cpu" (a host written by --calibrate-host)
-  std::string name;                   // e.g. "A100-SXM4-80GB"
-  std::map<std::string, double> peak_tflops;  // dense peak per dtype: "bf16", "fp16", "tf32", "fp32" (bf16, fp32 required)
-  double memory_gib = 0;              // device memory
-  double memory_GBps = 0;             // its bandwidth
-  int sms = 0;                        // streaming multiprocessors (0: not given; GPU GEMM wave quantization)
+  std::string kind = "gpu";  // "gpu" or "cpu" (a host written by --calibrate-host)
+  std::string name;          // e.g. "A100-SXM4-80GB"
+  std::map<std::string, double>
+      peak_tflops;         // dense peak per dtype: "bf16", "fp16", "tf32", "fp32" (bf16, fp32 required)
+  double memory_gib = 0;   // device memory
+  double memory_GBps = 0;  // its bandwidth
+  int sms = 0;             // streaming multiprocessors (0: not given; GPU GEMM wave quantization)
 };
 
 struct NodeDesc {
   int devices_per_node = 0;
-  double intra_GBps = 0;              // per device per direction (NVLink through NVSwitch)
+  double intra_GBps = 0;  // per device per direction (NVLink through NVSwitch)
   double intra_latency_us = 0;
 };
 
 struct NetworkDesc {
   int nics_per_node = 0;
-  double nic_Gbps = 0;                // per NIC per direction
+  double nic_Gbps = 0;  // per NIC per direction
   double inter_latency_us = 0;
   int hosts_per_switch = 0;           // hosts under one top-of-rack set (MegaScale §3.6: 64)
   std::string topology = "fat-tree";  // "fat-tree" (1:1, no oversubscription)
@@ -47,7 +48,7 @@ struct ClusterDesc {
   NodeDesc node;
   NetworkDesc network;
   EfficiencyTable efficiency;
-  std::string source;                 // the file or "built-in <name>" it came from
+  std::string source;  // the file or "built-in <name>" it came from
 
   // Peak FLOP/s of one device for a training dtype (fp32, bf16, fp16); a named error when the
   // description has none for it.

@@ -11,9 +11,10 @@ namespace ms::plan {
 namespace {
 void check(double bytes, int n, const Link& link) {
   MS_CHECK(bytes >= 0 && n >= 1, "plan: collective of {} bytes over {} ranks", bytes, n);
-  MS_CHECK(link.bandwidth_Bps > 0 && link.latency_s >= 0 && link.eta_inf > 0 && link.eta_inf <= 1 && link.half_bytes >= 0,
-           "plan: link bandwidth {} B/s, latency {} s, eta_inf {}, half {} B out of range", link.bandwidth_Bps,
-           link.latency_s, link.eta_inf, link.half_bytes);
+  MS_CHECK(
+      link.bandwidth_Bps > 0 && link.latency_s >= 0 && link.eta_inf > 0 && link.eta_inf <= 1 && link.half_bytes >= 0,
+      "plan: link bandwidth {} B/s, latency {} s, eta_inf {}, half {} B out of range", link.bandwidth_Bps,
+      link.latency_s, link.eta_inf, link.half_bytes);
 }
 }  // namespace
 
@@ -29,7 +30,9 @@ double ring_all_gather_seconds(double bytes, int n, const Link& link) {
   return steps * link.latency_s + steps / n * bytes / link.effective_Bps(bytes / n);
 }
 
-double ring_reduce_scatter_seconds(double bytes, int n, const Link& link) { return ring_all_gather_seconds(bytes, n, link); }
+double ring_reduce_scatter_seconds(double bytes, int n, const Link& link) {
+  return ring_all_gather_seconds(bytes, n, link);
+}
 
 double ring_all_reduce_seconds(double bytes, int n, const Link& link) {
   check(bytes, n, link);

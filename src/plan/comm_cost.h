@@ -15,10 +15,10 @@
 namespace ms::plan {
 
 struct Link {
-  double bandwidth_Bps = 0;  // spec bandwidth per direction
-  double latency_s = 0;      // alpha
-  double eta_inf = 1.0;      // large-message efficiency (0, 1]
-  double half_bytes = 0;     // S_half: the message size at which half of eta_inf is reached (0: none)
+  double bandwidth_Bps = 0;                  // spec bandwidth per direction
+  double latency_s = 0;                      // alpha
+  double eta_inf = 1.0;                      // large-message efficiency (0, 1]
+  double half_bytes = 0;                     // S_half: the message size at which half of eta_inf is reached (0: none)
   double effective_Bps(double bytes) const;  // B(S)
 };
 

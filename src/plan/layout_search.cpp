@@ -69,8 +69,8 @@ SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const Cl
       }
     }
   }
-  MS_CHECK(r.candidates > 0, "plan: no layout of {} devices splits this model and batch {} (heads {}, layers {})", s.gpus,
-           s.fixed.global_batch, m.n_head, m.n_layer);
+  MS_CHECK(r.candidates > 0, "plan: no layout of {} devices splits this model and batch {} (heads {}, layers {})",
+           s.gpus, s.fixed.global_batch, m.n_head, m.n_layer);
   MS_CHECK(r.fitting > 0, "plan: none of the {} layouts fits in {} GiB; the smallest needs {:.1f} GiB, most of it {}",
            r.candidates, c.device.memory_gib, smallest / (1024.0 * 1024.0 * 1024.0), smallest_term);
   return r;

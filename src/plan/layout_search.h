@@ -15,9 +15,9 @@ namespace ms::plan {
 
 struct SearchSpace {
   int gpus = 0;
-  PlanLayout fixed;          // features (SP, zero, overlaps, kernels, dtype, optimizer, data) and global batch/seq
+  PlanLayout fixed;  // features (SP, zero, overlaps, kernels, dtype, optimizer, data) and global batch/seq
   int tp = 0, pp = 0, virtual_stages = 0, micro_batch = 0;  // 0: searched
-  bool search_recompute = true;  // else fixed.recompute
+  bool search_recompute = true;                             // else fixed.recompute
   std::vector<int> micro_batches = {1, 2, 4, 8};
 };
 

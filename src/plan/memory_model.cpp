@@ -64,9 +64,14 @@ MemoryEstimate estimate_memory(const GptShape& m, const MemoryLayout& l, const C
     stages.push_back(e);
   }
   MemoryEstimate e = stages[0].total() >= stages[1].total() ? stages[0] : stages[1];
-  const std::vector<std::pair<const char*, double>> terms = {{"params", e.params}, {"grads", e.grads},
-      {"optimizer", e.optimizer}, {"activations", e.activations}, {"other", e.other}};
-  e.largest = std::max_element(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+  const std::vector<std::pair<const char*, double>> terms = {{"params", e.params},
+                                                             {"grads", e.grads},
+                                                             {"optimizer", e.optimizer},
+                                                             {"activations", e.activations},
+                                                             {"other", e.other}};
+  e.largest = std::max_element(terms.begin(), terms.end(), [](const auto& a, const auto& b) {
+                return a.second < b.second;
+              })->first;
   e.fits = e.total() <= c.device.memory_gib * 1024.0 * 1024.0 * 1024.0;
   return e;
 }

@@ -24,22 +24,22 @@ namespace ms::plan {
 
 struct MemoryLayout {
   int tp = 1, pp = 1, dp = 1, virtual_stages = 1;
-  int micro_batch = 1;           // b, sequences
-  int micro_batches = 1;         // m per step per replica
+  int micro_batch = 1;    // b, sequences
+  int micro_batches = 1;  // m per step per replica
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
-  bool flash_attention = false;  // no s x s scores saved (as selective recomputation)
-  int zero = 2;                  // 0, 1 or 2
-  int weight_bytes = 2;          // the working copy: 2 (bf16, fp16) or 4 (fp32)
+  bool flash_attention = false;                  // no s x s scores saved (as selective recomputation)
+  int zero = 2;                                  // 0, 1 or 2
+  int weight_bytes = 2;                          // the working copy: 2 (bf16, fp16) or 4 (fp32)
   double bucket_bytes = 2 * 25.0 * 1024 * 1024;  // ZeRO-2 gradient buckets in flight
 };
 
 struct MemoryEstimate {
   double params = 0, grads = 0, optimizer = 0, activations = 0, other = 0;  // bytes per device
   double total() const { return params + grads + optimizer + activations + other; }
-  int stage = 0;          // the pipeline stage the estimate is for (the larger of the first and last)
+  int stage = 0;  // the pipeline stage the estimate is for (the larger of the first and last)
   bool fits = true;
-  std::string largest;    // "params", "grads", "optimizer", "activations" or "other"
+  std::string largest;  // "params", "grads", "optimizer", "activations" or "other"
 };
 
 // Parameters held by one device of pipeline stage `stage` (0 <= stage < pp).

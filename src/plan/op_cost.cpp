@@ -29,8 +29,10 @@ double op_seconds(const PlanOp& op, bool backward, DType precision, const Cluste
   const double flops = backward ? op.bwd_flops : op.fwd_flops, bytes = backward ? op.bwd_bytes : op.fwd_bytes;
   const double peak = c.peak_flops(precision);
   double compute = 0;
-  if (op.cls == OpClass::kGemm) compute = flops / (peak * gemm_efficiency(op.m, op.n, op.k, c, e));
-  else if (op.cls == OpClass::kAttention) compute = flops / (peak * e.attention_eta);
+  if (op.cls == OpClass::kGemm)
+    compute = flops / (peak * gemm_efficiency(op.m, op.n, op.k, c, e));
+  else if (op.cls == OpClass::kAttention)
+    compute = flops / (peak * e.attention_eta);
   const double memory = bytes / (c.device.memory_GBps * 1e9 * e.mem_eta);
   const double launches = op.cls == OpClass::kGemm && backward ? 2 : 1;  // input and weight gradients
   return std::max(compute, memory) + launches * e.launch_s;

@@ -15,12 +15,12 @@
 namespace ms::plan {
 
 struct DeviceEfficiency {
-  double gemm_eta_inf = 0.8;    // large well-shaped GEMMs' share of the dense peak
-  double gemm_k_half = 0;       // K at which a GEMM reaches half of it (0: no K effect)
+  double gemm_eta_inf = 0.8;       // large well-shaped GEMMs' share of the dense peak
+  double gemm_k_half = 0;          // K at which a GEMM reaches half of it (0: no K effect)
   int tile_m = 128, tile_n = 256;  // the GEMM library's output tile
-  double attention_eta = 0.5;   // the attention core's share of the peak
-  double mem_eta = 0.8;         // element-wise kernels' share of the memory bandwidth
-  double launch_s = 5e-6;       // per kernel launch
+  double attention_eta = 0.5;      // the attention core's share of the peak
+  double mem_eta = 0.8;            // element-wise kernels' share of the memory bandwidth
+  double launch_s = 5e-6;          // per kernel launch
 };
 
 // eta of an M x N x K GEMM on the device (wave quantization when the device has SMs).

@@ -62,8 +62,10 @@ void region_in(std::vector<PlanOp>& ops, const Dims& d, const char* name) {
 void region_out(std::vector<PlanOp>& ops, const Dims& d, const char* name) {
   if (!d.tp) return;
   const double bytes = d.N * d.h * d.act;
-  if (d.sp) ops.push_back(collective(name, Collective::kReduceScatter, Collective::kAllGather, bytes));
-  else ops.push_back(collective(name, Collective::kAllReduce, Collective::kNone, bytes));
+  if (d.sp)
+    ops.push_back(collective(name, Collective::kReduceScatter, Collective::kAllGather, bytes));
+  else
+    ops.push_back(collective(name, Collective::kAllReduce, Collective::kNone, bytes));
 }
 
 }  // namespace

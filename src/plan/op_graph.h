@@ -24,22 +24,22 @@ enum class Collective { kNone, kAllGather, kReduceScatter, kAllReduce };
 enum class AttentionImpl { kUnfused, kFlash };
 
 struct PlanOp {
-  std::string name;           // "ln1", "qkv", "attention", "proj", "fc1", "gelu", "fc2", "head", ...
+  std::string name;  // "ln1", "qkv", "attention", "proj", "fc1", "gelu", "fc2", "head", ...
   OpClass cls = OpClass::kGemm;
   double fwd_flops = 0, bwd_flops = 0;  // executed, per device
   double m = 0, n = 0, k = 0;           // GEMM: forward shape per device (rows, outputs, inputs)
   double fwd_bytes = 0, bwd_bytes = 0;  // element-wise / unfused softmax: memory traffic
   Collective fwd_coll = Collective::kNone, bwd_coll = Collective::kNone;
-  double coll_bytes = 0;                // the collective's total message (all ranks' parts), bytes
+  double coll_bytes = 0;  // the collective's total message (all ranks' parts), bytes
 };
 
 struct OpGraphOptions {
-  int seq = 0;                // s (train.seq_len)
-  int micro_batch = 1;        // b
-  int tp = 1;                 // t
+  int seq = 0;          // s (train.seq_len)
+  int micro_batch = 1;  // b
+  int tp = 1;           // t
   bool sequence_parallel = false;
   AttentionImpl attention = AttentionImpl::kFlash;
-  int act_bytes = 2;          // activation element size (2: bf16/fp16, 4: fp32)
+  int act_bytes = 2;  // activation element size (2: bf16/fp16, 4: fp32)
 };
 
 // Average keys a query attends in a layer with window W (0: full causal) over s positions.

@@ -12,7 +12,7 @@ namespace ms::plan {
 namespace {
 
 struct ChunkCost {
-  double fwd = 0, bwd = 0;      // per micro-batch, everything included (what the pipeline runs)
+  double fwd = 0, bwd = 0;       // per micro-batch, everything included (what the pipeline runs)
   double recompute = 0, tp = 0;  // of which: recomputation, exposed TP communication
 };
 
@@ -24,7 +24,8 @@ Link nic_link(const ClusterDesc& c, const PlanConstants& k) {
 }
 
 double coll_seconds(Collective kind, double bytes, int n, const Link& link) {
-  if (kind == Collective::kAllGather || kind == Collective::kReduceScatter) return ring_all_gather_seconds(bytes, n, link);
+  if (kind == Collective::kAllGather || kind == Collective::kReduceScatter)
+    return ring_all_gather_seconds(bytes, n, link);
   if (kind == Collective::kAllReduce) return all_reduce_seconds(bytes, n, link);
   return 0;
 }
@@ -50,8 +51,8 @@ ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const 
   for (size_t i = 0; i < ops.size(); i++) {
     f[i] = op_seconds(ops[i], false, l.precision, c, e), b[i] = op_seconds(ops[i], true, l.precision, c, e);
     r.fwd += f[i], r.bwd += b[i];
-    if (recomputable &&
-        (l.recompute == Recompute::kFull || (l.recompute == Recompute::kSelective && ops[i].cls == OpClass::kAttention)))
+    if (recomputable && (l.recompute == Recompute::kFull ||
+                         (l.recompute == Recompute::kSelective && ops[i].cls == OpClass::kAttention)))
       r.recompute += f[i];
   }
   const double K = std::max(1, l.tp_chunks);
@@ -71,7 +72,8 @@ ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const 
       xb = std::max(0.0, cb - gb / 2);  // beside the weight-gradient half of the GEMM's backward
     }
     r.fwd += xf, r.bwd += xb, r.tp += xf + xb;
-    if (recomputable && l.recompute == Recompute::kFull) r.recompute += xf, r.tp += xf;  // the forward's collectives again
+    if (recomputable && l.recompute == Recompute::kFull)
+      r.recompute += xf, r.tp += xf;  // the forward's collectives again
   }
   r.bwd += r.recompute;
   return r;
@@ -81,8 +83,8 @@ void check_layout(const ModelConfig& m, const PlanLayout& l) {
   MS_CHECK(l.tp >= 1 && l.pp >= 1 && l.dp >= 1 && l.micro_batch >= 1 && l.global_batch >= 1 && l.seq >= 1,
            "plan: tp {}, pp {}, dp {}, micro-batch {}, global batch {}, seq {}: each must be >= 1", l.tp, l.pp, l.dp,
            l.micro_batch, l.global_batch, l.seq);
-  MS_CHECK(l.global_batch % (l.dp * l.micro_batch) == 0, "plan: global batch {} is not a multiple of dp {} x micro-batch {}",
-           l.global_batch, l.dp, l.micro_batch);
+  MS_CHECK(l.global_batch % (l.dp * l.micro_batch) == 0,
+           "plan: global batch {} is not a multiple of dp {} x micro-batch {}", l.global_batch, l.dp, l.micro_batch);
   MS_CHECK(m.n_head % l.tp == 0, "plan: {} heads do not split over tp {}", m.n_head, l.tp);
 }
 
@@ -167,7 +169,8 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
 
   // Data parallelism (ZeRO-2 / DDP) on the NIC, per model chunk; the optimizer; the host.
   GptShape shape;
-  shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = l.seq, shape.vocab = m.vocab_size;
+  shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = l.seq,
+  shape.vocab = m.vocab_size;
   const MemoryLayout ml = memory_layout_of(l);
   const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
   const Link nic = nic_link(c, k);
@@ -181,20 +184,21 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   }
   if (l.overlap_dp) {
     double last_bwd = 0, first_fwd = 0;
-    for (int vv = 0; vv < l.virtual_stages; vv++) last_bwd += costs.backward[busy][vv], first_fwd += costs.forward[busy][vv];
+    for (int vv = 0; vv < l.virtual_stages; vv++)
+      last_bwd += costs.backward[busy][vv], first_fwd += costs.forward[busy][vv];
     p.dp_exposed = std::max(0.0, rs - last_bwd) + std::max(0.0, ag - first_fwd);
   } else {
     p.dp_exposed = rs + ag;
   }
   const double local = l.zero >= 1 ? P / l.dp : P;
-  p.optimizer = local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) /
-                (c.device.memory_GBps * 1e9 * k.device.mem_eta);
+  p.optimizer =
+      local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) / (c.device.memory_GBps * 1e9 * k.device.mem_eta);
   p.other = l.data_async ? k.host_async_s : k.host_sync_s;
   p.step_s = p.timeline.step_s + p.dp_exposed + p.optimizer + p.other;
   const double tokens = static_cast<double>(l.global_batch) * l.seq;
   p.tokens_per_s = tokens / p.step_s;
-  p.mfu = megatron_flops_per_token(shape) * p.tokens_per_s / (static_cast<double>(l.tp) * l.pp * l.dp *
-                                                              c.peak_flops(l.precision));
+  p.mfu = megatron_flops_per_token(shape) * p.tokens_per_s /
+          (static_cast<double>(l.tp) * l.pp * l.dp * c.peak_flops(l.precision));
   p.memory = estimate_memory(shape, ml, c);
   return p;
 }

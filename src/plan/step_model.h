@@ -1,7 +1,7 @@
 // step_model: one training step of a layout on a cluster, predicted (planner.md §4): per pipeline
 // chunk the forward and backward times of its operations (op_graph + op_cost; recomputation, of
-// the transformer layers only, added to the backward), the tensor-parallel collectives priced on the node's links (comm_cost)
-// and exposed by the overlap rules below, the pipeline timed over the runtime's schedule table
+// the transformer layers only, added to the backward), the tensor-parallel collectives priced on
+// the node's links (comm_cost) and exposed by the overlap rules below, the pipeline timed over the runtime's schedule table
 // (step_sim; the bubble is the simulated step with free transfers minus the busiest stage's
 // compute, the exposed PP communication what real transfers add; a send carries 1/t of the
 // activation with sequence parallelism or Megatron's scatter/gather), then ZeRO-2's reduce-scatter
@@ -18,14 +18,14 @@
 // MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. The constants
 // (PlanConstants) are NOT calibrated yet.
 #pragma once
-#include "config/model_config.h"      // ModelConfig
-#include "config/parallel_config.h"   // PipelineScheduleKind
+#include "config/model_config.h"     // ModelConfig
+#include "config/parallel_config.h"  // PipelineScheduleKind
 #include "plan/cluster_desc.h"
-#include "plan/comm_cost.h"           // Link
+#include "plan/comm_cost.h"  // Link
 #include "plan/memory_model.h"
-#include "plan/op_cost.h"             // DeviceEfficiency
-#include "plan/op_graph.h"            // AttentionImpl
-#include "plan/step_sim.h"            // PipelineTimeline
+#include "plan/op_cost.h"   // DeviceEfficiency
+#include "plan/op_graph.h"  // AttentionImpl
+#include "plan/step_sim.h"  // PipelineTimeline
 
 namespace ms::plan {
 
@@ -48,10 +48,10 @@ struct PlanLayout {
 
 struct PlanConstants {
   DeviceEfficiency device;
-  double intra_eta = 0.8, nic_eta = 0.8;         // links' large-message share of their spec
+  double intra_eta = 0.8, nic_eta = 0.8;                        // links' large-message share of their spec
   double intra_half_bytes = 1 << 20, nic_half_bytes = 4 << 20;  // message size at half of it
-  double optimizer_bytes_per_param = 32;         // Adam's pass over the shard (LAMB: x 1.25)
-  double host_sync_s = 0, host_async_s = 0;      // host time per step on the critical path
+  double optimizer_bytes_per_param = 32;                        // Adam's pass over the shard (LAMB: x 1.25)
+  double host_sync_s = 0, host_async_s = 0;                     // host time per step on the critical path
 };
 
 // The planner's constants for a cluster: the defaults above, overridden by its [efficiency] table.

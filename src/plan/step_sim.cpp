@@ -30,7 +30,8 @@ struct StageState {
 PipelineTimeline simulate_pipeline(const PipelineSchedule& sch, const PipelineCosts& costs) {
   const int P = sch.spec.stages, v = sch.spec.virtual_stages;
   MS_CHECK(static_cast<int>(costs.forward.size()) == P && static_cast<int>(costs.backward.size()) == P,
-           "plan: pipeline costs for {} / {} stages, the schedule has {}", costs.forward.size(), costs.backward.size(), P);
+           "plan: pipeline costs for {} / {} stages, the schedule has {}", costs.forward.size(), costs.backward.size(),
+           P);
   for (int s = 0; s < P; s++)
     MS_CHECK(static_cast<int>(costs.forward[s].size()) == v && static_cast<int>(costs.backward[s].size()) == v,
              "plan: stage {} has costs for {} / {} chunks, the schedule {}", s, costs.forward[s].size(),

@@ -45,6 +45,11 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   EXPECT_EQ(j["mfu_convention"], "megatron-72");
   EXPECT_TRUE(j["fits_memory"].get<bool>());
   EXPECT_EQ(j["layout"]["dp"], 4);
+  const std::string trace = ms::testing::make_temp_dir("plan_trace") + "/plan.json";
+  ASSERT_EQ(ms::testing::run_cmd(plan(std::string(kLayout) + " --explain " + trace)).code, 0);
+  const auto tr = nlohmann::json::parse(ms::testing::slurp(trace));
+  EXPECT_NEAR(tr["otherData"]["step_time_s"].get<double>(), step, 1e-9 * step);
+  EXPECT_GT(tr["traceEvents"].size(), 2u * 8 * 192);  // 8 stages x 192 micro-batches x forward + backward
   const auto text = ms::testing::run_cmd(plan(kLayout));
   EXPECT_EQ(text.code, 0) << text.output;
   EXPECT_NE(text.output.find("NOT calibrated"), std::string::npos) << text.output;
@@ -53,7 +58,8 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
 
 TEST(PlanCli, SearchBeatsThePublishedLayoutAndReplansTheSame) {
   const auto given = ms::testing::run_cmd(plan(std::string(kLayout) + " --json 2>/dev/null"));
-  const auto searched = ms::testing::run_cmd(plan("--gpus 256 --batch 768 --recompute none --top 2 --json 2>/dev/null"));
+  const auto searched =
+      ms::testing::run_cmd(plan("--gpus 256 --batch 768 --recompute none --top 2 --json 2>/dev/null"));
   ASSERT_EQ(given.code, 0) << given.output;
   ASSERT_EQ(searched.code, 0) << searched.output;
   const auto g = nlohmann::json::parse(given.output), s = nlohmann::json::parse(searched.output);
@@ -62,10 +68,11 @@ TEST(PlanCli, SearchBeatsThePublishedLayoutAndReplansTheSame) {
   ASSERT_EQ(s["alternatives"].size(), 1u);
   EXPECT_LE(s["step_time_s"].get<double>(), s["alternatives"][0]["step_time_s"].get<double>());
   const auto& l = s["layout"];
-  const std::string again = fmt::format("--gpus 256 --batch 768 --recompute none --tp {} --pp {} --virtual-stages {} "
-                                        "--schedule {} --micro-batch {} --json 2>/dev/null", l["tp"].get<int>(),
-                                        l["pp"].get<int>(), l["virtual_stages"].get<int>(),
-                                        l["schedule"].get<std::string>(), l["micro_batch"].get<int>());
+  const std::string again = fmt::format(
+      "--gpus 256 --batch 768 --recompute none --tp {} --pp {} --virtual-stages {} "
+      "--schedule {} --micro-batch {} --json 2>/dev/null",
+      l["tp"].get<int>(), l["pp"].get<int>(), l["virtual_stages"].get<int>(), l["schedule"].get<std::string>(),
+      l["micro_batch"].get<int>());
   const auto r = ms::testing::run_cmd(plan(again));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["step_time_s"].get<double>(), s["step_time_s"].get<double>());

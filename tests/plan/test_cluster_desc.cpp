@@ -14,7 +14,9 @@ using namespace ms::plan;
 
 namespace {
 
-std::string shipped(const std::string& name) { return std::string(MEGASCALE_SOURCE_DIR) + "/configs/clusters/" + name + ".toml"; }
+std::string shipped(const std::string& name) {
+  return std::string(MEGASCALE_SOURCE_DIR) + "/configs/clusters/" + name + ".toml";
+}
 
 std::string text_of(const std::string& path) {
   std::ifstream f(path);
@@ -76,8 +78,10 @@ TEST(ClusterDesc, BadDescriptionsAreNamed) {
   bad("bf16 = 312.0, ", "", {"peak_tflops: missing bf16"});
   bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\ngemm_eta_inf = 1.5",
       {"[efficiency] gemm_eta_inf: 1.5 must be in (0, 1]"});
-  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\nfudge = 1.1", {"[efficiency] unknown key 'fudge'"});
-  ms::testing::expect_error([] { load_cluster("/nonexistent/cluster.toml"); }, {"/nonexistent/cluster.toml", "no such file"});
+  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\nfudge = 1.1",
+      {"[efficiency] unknown key 'fudge'"});
+  ms::testing::expect_error([] { load_cluster("/nonexistent/cluster.toml"); },
+                            {"/nonexistent/cluster.toml", "no such file"});
   ms::testing::expect_error([] { builtin_cluster("v100"); }, {"unknown built-in cluster 'v100'"});
   ms::testing::expect_error([] { builtin_cluster("a100-80g").peak_flops(ms::DType::kI32); }, {"no peak"});
 }

@@ -29,9 +29,15 @@ TEST(ModelMath, ParametersGiveThePublishedModelSizes) {
 }
 
 TEST(ModelMath, FlopsReproduceThePublishedMfu) {
-  struct Row { GptShape m; int gpus, batch; double seconds, mfu; };
-  const Row rows[] = {{shape(64, 6144, 48), 8, 4, 1.10, 0.415}, {shape(96, 12288, 96), 64, 64, 13.75, 0.514},
-                      {shape(128, 20480, 105), 280, 280, 37.83, 0.560}, {shape(160, 25600, 128), 512, 512, 71.49, 0.563}};
+  struct Row {
+    GptShape m;
+    int gpus, batch;
+    double seconds, mfu;
+  };
+  const Row rows[] = {{shape(64, 6144, 48), 8, 4, 1.10, 0.415},
+                      {shape(96, 12288, 96), 64, 64, 13.75, 0.514},
+                      {shape(128, 20480, 105), 280, 280, 37.83, 0.560},
+                      {shape(160, 25600, 128), 512, 512, 71.49, 0.563}};
   for (const Row& r : rows) {
     const double tokens = static_cast<double>(r.batch) * r.m.seq;
     const double mfu = megatron_flops_per_token(r.m) * tokens / (r.seconds * r.gpus * 312e12);
@@ -50,7 +56,8 @@ TEST(ModelMath, ActivationForms) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, b, t, false, Recompute::kNone),
                    sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)));
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, b, t, false, Recompute::kSelective), sbh * (10.0 + 24.0 / t));
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, b, 1, true, Recompute::kNone), layer_activation_bytes(m, b, 1, false, Recompute::kNone));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, b, 1, true, Recompute::kNone),
+                   layer_activation_bytes(m, b, 1, false, Recompute::kNone));
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, 2, t, false, Recompute::kFull), 2.0 * s * 2 * h);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, 2, t, true, Recompute::kFull), 2.0 * s * 2 * h / t);
 }

@@ -14,10 +14,10 @@ TEST(OpCost, WaveQuantization) {
   const ClusterDesc a100 = builtin_cluster("a100-80g");  // 108 SMs
   DeviceEfficiency e;
   e.gemm_eta_inf = 0.8, e.gemm_k_half = 0;
-  EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 108, 256, 4096, a100, e), 0.8);      // 108 tiles: one full wave
-  EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 216, 256, 4096, a100, e), 0.8);      // two full waves
+  EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 108, 256, 4096, a100, e), 0.8);              // 108 tiles: one full wave
+  EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 216, 256, 4096, a100, e), 0.8);              // two full waves
   EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 109, 256, 4096, a100, e), 0.8 * 109 / 216);  // a second, nearly empty wave
-  EXPECT_DOUBLE_EQ(gemm_efficiency(100, 100, 4096, a100, e), 0.8 / 108);       // one tile on 108 SMs
+  EXPECT_DOUBLE_EQ(gemm_efficiency(100, 100, 4096, a100, e), 0.8 / 108);                // one tile on 108 SMs
   e.gemm_k_half = 512;
   EXPECT_DOUBLE_EQ(gemm_efficiency(128.0 * 108, 256, 512, a100, e), 0.4);
   ClusterDesc cpu = a100;

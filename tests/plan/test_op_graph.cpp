@@ -79,7 +79,8 @@ std::map<Collective, int> count(const std::vector<PlanOp>& ops, bool backward) {
 TEST(OpGraph, RegionsCollectivesPerBlock) {
   OpGraphOptions o;
   o.seq = 1024, o.tp = 2, o.sequence_parallel = true;
-  const ModelConfig seq = gpt(BlockKind::kSequential, AttentionKind::kFull), par = gpt(BlockKind::kParallel, AttentionKind::kFull);
+  const ModelConfig seq = gpt(BlockKind::kSequential, AttentionKind::kFull),
+                    par = gpt(BlockKind::kParallel, AttentionKind::kFull);
   const auto s = layer_ops(seq, 0, o), p = layer_ops(par, 0, o);
   using M = std::map<Collective, int>;
   EXPECT_EQ(count(s, false), (M{{Collective::kAllGather, 2}, {Collective::kReduceScatter, 2}}));

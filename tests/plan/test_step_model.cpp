@@ -118,7 +118,8 @@ TEST(StepModel, RecomputationRepeatsTheLayersOnlyAndScatterGatherShrinksSends) {
   l.pp = 1, l.dp = 8, l.virtual_stages = 1, l.schedule = PipelineScheduleKind::k1F1B, l.recompute = Recompute::kFull;
   ModelConfig small = gpt175(false), large = gpt175(false);
   small.vocab_size = 64, large.vocab_size = 640000;  // the head is on the only stage
-  EXPECT_DOUBLE_EQ(predict_step(small, l, a100, constants()).recompute, predict_step(large, l, a100, constants()).recompute);
+  EXPECT_DOUBLE_EQ(predict_step(small, l, a100, constants()).recompute,
+                   predict_step(large, l, a100, constants()).recompute);
   l = layout(false, 256, 768);
   l.sequence_parallel = false, l.overlap_pp = false;
   l.pp_scatter_gather = false;
