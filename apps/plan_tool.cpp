@@ -2,6 +2,7 @@
 #include "plan_tool.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -21,16 +22,22 @@ namespace ms {
 
 namespace {
 
-bool has(const std::string& list, const std::string& item) {
-  std::stringstream ss(list);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (x == item) return true;
-  return false;
-}
-
 // Whether every layout field is given (else the search fills the missing ones).
 bool explicit_layout(const PlanArgs& a) {
   return a.tp > 0 && a.pp > 0 && a.virtual_stages > 0 && a.micro_batch > 0 && !a.schedule.empty();
+}
+
+const std::vector<std::string> kRecomputeNames = {"none", "selective", "full"};  // plan::Recompute's order
+
+// The position of `value` among a flag's choices, else a named error ("plan: --dtype x (bf16, fp16
+// or fp32)").
+size_t choice(const std::string& value, const char* flag, const std::vector<std::string>& choices) {
+  std::string listed;
+  for (size_t i = 0; i < choices.size(); i++) {
+    if (value == choices[i]) return i;
+    listed += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  MS_FAIL("plan: {} {} ({})", flag, value, listed);
 }
 
 // The features, and the layout fields that were given.
@@ -41,52 +48,37 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
     MS_CHECK(a.gpus % (a.tp * a.pp) == 0, "plan: --gpus {} is not a multiple of tp {} x pp {}", a.gpus, a.tp, a.pp);
     l.tp = a.tp, l.pp = a.pp, l.dp = a.gpus / (a.tp * a.pp), l.virtual_stages = a.virtual_stages;
     l.micro_batch = a.micro_batch;
-    MS_CHECK(a.schedule == "1f1b" || a.schedule == "interleaved", "plan: --schedule {} (1f1b or interleaved)",
-             a.schedule);
-    l.schedule = a.schedule == "1f1b" ? PipelineScheduleKind::k1F1B : PipelineScheduleKind::kInterleaved;
+    l.schedule = choice(a.schedule, "--schedule", {"1f1b", "interleaved"}) == 0 ? PipelineScheduleKind::k1F1B
+                                                                                : PipelineScheduleKind::kInterleaved;
   }
   l.global_batch = a.batch, l.seq = a.seq_len > 0 ? a.seq_len : cfg.train.seq_len;
-  MS_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32", "plan: --dtype {} (bf16, fp16 or fp32)",
-           a.dtype);
-  l.precision = a.dtype == "fp32" ? DType::kF32 : a.dtype == "fp16" ? DType::kF16 : DType::kBF16;
-  MS_CHECK(a.sequence_parallel == "on" || a.sequence_parallel == "off", "plan: --sequence-parallel {} (on or off)",
-           a.sequence_parallel);
-  l.sequence_parallel = a.sequence_parallel == "on";
-  MS_CHECK(a.pp_scatter_gather == "on" || a.pp_scatter_gather == "off", "plan: --pp-scatter-gather {} (on or off)",
-           a.pp_scatter_gather);
-  l.pp_scatter_gather = a.pp_scatter_gather == "on";
-  MS_CHECK(a.recompute == "none" || a.recompute == "selective" || a.recompute == "full",
-           "plan: --recompute {} (none, selective or full)", a.recompute);
-  l.recompute = a.recompute == "none"        ? plan::Recompute::kNone
-                : a.recompute == "selective" ? plan::Recompute::kSelective
-                                             : plan::Recompute::kFull;
+  const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32};
+  l.precision = dtypes[choice(a.dtype, "--dtype", {"bf16", "fp16", "fp32"})];
+  l.sequence_parallel = choice(a.sequence_parallel, "--sequence-parallel", {"on", "off"}) == 0;
+  l.pp_scatter_gather = choice(a.pp_scatter_gather, "--pp-scatter-gather", {"on", "off"}) == 0;
+  l.recompute = static_cast<plan::Recompute>(choice(a.recompute, "--recompute", kRecomputeNames));
   MS_CHECK(a.zero >= 0 && a.zero <= 2, "plan: --zero {} (0, 1 or 2)", a.zero);
   l.zero = a.zero;
-  for (std::stringstream ss(a.overlap);;) {
-    std::string x;
-    if (!std::getline(ss, x, ',')) break;
+  std::set<std::string> overlap;
+  std::stringstream items(a.overlap);
+  for (std::string x; std::getline(items, x, ',');) {
     MS_CHECK(x == "none" || x == "tp-bwd" || x == "tp" || x == "pp" || x == "dp",
              "plan: --overlap item '{}' (none or a list of tp-bwd, tp, pp, dp)", x);
+    overlap.insert(x);
   }
-  l.overlap_tp_bwd = has(a.overlap, "tp-bwd"), l.overlap_tp = has(a.overlap, "tp");
-  l.overlap_pp = has(a.overlap, "pp"), l.overlap_dp = has(a.overlap, "dp");
+  l.overlap_tp_bwd = overlap.count("tp-bwd"), l.overlap_tp = overlap.count("tp");
+  l.overlap_pp = overlap.count("pp"), l.overlap_dp = overlap.count("dp");
   l.tp_chunks = a.tp_chunks;
-  MS_CHECK(a.kernels == "megatron" || a.kernels == "megascale", "plan: --kernels {} (megatron or megascale)",
-           a.kernels);
-  l.attention = a.kernels == "megatron" ? plan::AttentionImpl::kUnfused : plan::AttentionImpl::kFlash;
-  MS_CHECK(a.data_pipeline == "sync" || a.data_pipeline == "async", "plan: --data-pipeline {} (sync or async)",
-           a.data_pipeline);
-  l.data_async = a.data_pipeline == "async";
-  MS_CHECK(a.optimizer == "adam" || a.optimizer == "lamb", "plan: --optimizer {} (adam or lamb)", a.optimizer);
-  l.lamb = a.optimizer == "lamb";
+  l.attention = choice(a.kernels, "--kernels", {"megatron", "megascale"}) == 0 ? plan::AttentionImpl::kUnfused
+                                                                               : plan::AttentionImpl::kFlash;
+  l.data_async = choice(a.data_pipeline, "--data-pipeline", {"sync", "async"}) == 1;
+  l.lamb = choice(a.optimizer, "--optimizer", {"adam", "lamb"}) == 1;
   return l;
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-const char* recompute_name(plan::Recompute r) {
-  return r == plan::Recompute::kNone ? "none" : r == plan::Recompute::kSelective ? "selective" : "full";
-}
+const std::string& recompute_name(plan::Recompute r) { return kRecomputeNames[static_cast<size_t>(r)]; }
 
 nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l, const plan::ClusterDesc& c) {
   const plan::MemoryEstimate& m = p.memory;

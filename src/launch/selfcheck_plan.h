@@ -6,9 +6,9 @@
 //     rounds of disjoint pairs so that no host is in two groups at once.
 // Judgment: a host fails when its GEMM result is wrong, its GEMM speed or its own all-reduce
 // bandwidth is below (1 - margin) x the hosts' lower median (of 2 hosts the slower one: two cannot
-// tell which is slow, so neither fails on speed; a host of one process measures no bandwidth), its own all-reduce failed, or every pair it was in
-// failed while each partner passed its own checks (so one bad host does not take its good
-// neighbours down with it).
+// tell which is slow, so neither fails on speed; a host of one process measures no bandwidth), its
+// own all-reduce failed, or every pair it was in failed while each partner passed its own checks
+// (so one bad host does not take its good neighbours down with it).
 // Pure logic: unit-tested without processes.
 #pragma once
 #include <map>

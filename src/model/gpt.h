@@ -154,13 +154,13 @@ class GPT {
   // token_embedding_range() ready right after the LM head's backward, before every other range (its
   // gradient is then the head's part only, final for this backward), and leaves the lookup's part
   // out of grads(): row i of token_grad_rows() (N,C; N = token_grad_count()) belongs to token id
-  // token_ids()[i] (ids outside
-  // [vocab_offset(), vocab_offset() + local_vocab()) belong to other tensor-parallel parts). The
-  // caller adds those rows itself; they stay valid until the next forward(). Applies once.
+  // token_ids()[i] (ids outside [vocab_offset(), vocab_offset() + local_vocab()) belong to other
+  // tensor-parallel parts). The caller adds those rows itself; they stay valid until the next
+  // forward(). Applies once.
   void defer_token_grad();
   std::pair<size_t, size_t> token_embedding_range() const { return {wte_, wte_ + static_cast<size_t>(Vl_) * C_}; }
   const float* token_grad_rows() const { return token_grad_rows_; }
-  int token_grad_count() const { return token_grad_rows_ ? token_grad_n_ : 0; }
+  int token_grad_count() const { return token_grad_rows_ ? B_ * T_ : 0; }
   const int* token_ids() const { return inputs_; }
 
   void zero_grad() { grads_.zero(); }
@@ -276,7 +276,6 @@ class GPT {
   RangeHook grad_ready_, param_wait_;
   bool defer_token_grad_ = false;            // defer_token_grad(): the next backward only
   const float* token_grad_rows_ = nullptr;   // (N,C) the deferred lookup rows, after such a backward
-  int token_grad_n_ = 0;                     // their N
   // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
   size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
   DeviceArray<bf16_t> acts_bf16_;

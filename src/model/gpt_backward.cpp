@@ -86,7 +86,6 @@ void GPT::embedding_backward(int B, int T, bool defer_token_rows) {
   const float* d = regions_->gather_rows(dres_, dres_full_, n, C, [](int, int) {});
   k_->embedding_backward(dwte, dwpe, d, dres_, inputs_, N, n, C, T, row0, v0_, defer_token_rows ? v0_ : v0_ + Vl_);
   token_grad_rows_ = defer_token_rows ? d : nullptr;
-  token_grad_n_ = N;
 }
 
 void GPT::defer_token_grad() {
@@ -125,7 +124,8 @@ void GPT::backward(const float* dout) {
   // dres_ now holds the gradient of the chunk's input (input_grad()).
   if (has_emb_) embedding_backward(B, T, split);
   const size_t emb_lo = split ? wte_end : 0;  // split: wte was reported after the head
-  if (grad_ready_ && block_offset_[0] > emb_lo) grad_ready_(emb_lo, block_offset_[0]);  // embeddings / the head's wte copy
+  // The embeddings (or the head's copy of wte).
+  if (grad_ready_ && block_offset_[0] > emb_lo) grad_ready_(emb_lo, block_offset_[0]);
 }
 
 }  // namespace ms

@@ -27,9 +27,7 @@ auto rank_key(const PlanLayout& l, double step) {
 SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const ClusterDesc& c, const PlanConstants& k,
                             int top) {
   MS_CHECK(s.gpus > 0 && top > 0, "plan: search over {} devices for the best {}", s.gpus, top);
-  GptShape shape;
-  shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = s.fixed.seq;
-  shape.vocab = m.vocab_size;
+  const GptShape shape = shape_of(m, s.fixed.seq);
   const std::vector<Recompute> recomputes =
       s.search_recompute ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
                          : std::vector<Recompute>{s.fixed.recompute};

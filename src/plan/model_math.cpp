@@ -13,6 +13,12 @@ void check_shape(const GptShape& m) {
 }
 }  // namespace
 
+GptShape shape_of(const ModelConfig& m, int seq) {
+  GptShape s;
+  s.layers = m.n_layer, s.hidden = m.n_embd, s.heads = m.n_head, s.seq = seq, s.vocab = m.vocab_size;
+  return s;
+}
+
 double megatron_params(const GptShape& m) {
   check_shape(m);
   const double l = m.layers, h = m.hidden;

@@ -10,12 +10,15 @@
 //    full recomputation keeps only the layer's input, 2 s b h (/t with sequence parallelism).
 // Pure arithmetic in doubles; unit-tested against the papers' published numbers.
 #pragma once
+#include "config/model_config.h"  // ModelConfig
 
 namespace ms::plan {
 
 struct GptShape {
   int layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
 };
+// The shape of the trainer's [model] section at sequence length seq.
+GptShape shape_of(const ModelConfig& m, int seq);
 
 double megatron_params(const GptShape& m);
 double megatron_flops_per_token(const GptShape& m);

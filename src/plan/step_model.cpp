@@ -115,7 +115,7 @@ MemoryLayout memory_layout_of(const PlanLayout& l) {
   ml.tp = l.tp, ml.pp = l.pp, ml.dp = l.dp, ml.virtual_stages = l.virtual_stages, ml.micro_batch = l.micro_batch;
   ml.micro_batches = l.global_batch / (l.dp * l.micro_batch), ml.sequence_parallel = l.sequence_parallel;
   ml.recompute = l.recompute, ml.zero = l.zero, ml.flash_attention = l.attention == AttentionImpl::kFlash;
-  ml.weight_bytes = l.precision == DType::kF32 ? 4 : 2;
+  ml.weight_bytes = l.element_bytes();
   return ml;
 }
 
@@ -129,7 +129,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   const int chunks = l.pp * l.virtual_stages, per_chunk = m.n_layer / chunks, mb = spec.micro_batches;
   OpGraphOptions o;
   o.seq = l.seq, o.micro_batch = l.micro_batch, o.tp = l.tp, o.sequence_parallel = l.sequence_parallel;
-  o.attention = l.attention, o.act_bytes = l.precision == DType::kF32 ? 4 : 2;
+  o.attention = l.attention, o.act_bytes = l.element_bytes();
   const Link tp_link = l.tp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
   PipelineCosts costs = PipelineCosts::uniform(spec, 0, 0);
   std::vector<double> recompute(l.pp, 0), tp(l.pp, 0);
@@ -168,9 +168,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   p.pp_exposed = p.timeline.step_s - free_tl.step_s;
 
   // Data parallelism (ZeRO-2 / DDP) on the NIC, per model chunk; the optimizer; the host.
-  GptShape shape;
-  shape.layers = m.n_layer, shape.hidden = m.n_embd, shape.heads = m.n_head, shape.seq = l.seq,
-  shape.vocab = m.vocab_size;
+  const GptShape shape = shape_of(m, l.seq);
   const MemoryLayout ml = memory_layout_of(l);
   const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
   const Link nic = nic_link(c, k);

@@ -44,6 +44,7 @@ struct PlanLayout {
   DType precision = DType::kBF16;
   bool lamb = false;
   bool data_async = true;
+  int element_bytes() const { return precision == DType::kF32 ? 4 : 2; }  // weights and activations
 };
 
 struct PlanConstants {

@@ -40,8 +40,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   // Invariants the overlap relies on, asserted: buckets run from the end of the buffer to offset 0
   // (backward completion order; the token embedding at offset 0, complete only at the end of
   // backward unless split as below), and only the bucket at offset 0 is padded, so one staging
-  // buffer per use suffices. The reduce-scatter input and the all-gather
-  // output of the padded bucket have buffers of their own.
+  // buffer per use suffices. The reduce-scatter input and the all-gather output of the padded
+  // bucket have buffers of their own.
   size_t stage = 0, staged_buckets = 0;
   for (size_t b = 0; b < nb; b++) {
     const DpBucket& k = layout_.buckets()[b];
@@ -70,6 +70,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   split_tied_ = model_.has_embedding() && model_.has_head() && model_.device() == Device::kCpu;
   if (split_tied_) {
     MS_CHECK(model_.token_embedding_range().first == 0, "ZeRO-2: the token embedding does not start the buffer");
+    MS_CHECK(model_.config().vocab_size < (1 << 24), "ZeRO-2: vocabulary of {} ids: an id no longer fits a float "
+             "exactly (the token rows' all-gather)", model_.config().vocab_size);
     tied_hi_ = model_.token_embedding_range().second;
     tied_first_ = nb;
     while (tied_first_ > 0 && layout_.buckets()[tied_first_ - 1].end <= tied_hi_) tied_first_--;
@@ -140,11 +142,9 @@ void ZeroDataParallel::start_tied_head_reduce_scatters() {
 
 void ZeroDataParallel::start_token_rows_all_gather() {
   // One all-gather of N rows and then N ids per rank; an id travels as a float (exact below 2^24,
-  // checked), the element types the collectives carry being fp32 and bf16.
+  // checked at construction), the element types the collectives carry being fp32 and bf16.
   const size_t N = static_cast<size_t>(model_.token_grad_count()), C = static_cast<size_t>(model_.config().n_embd);
   MS_CHECK(N > 0, "ZeRO-2: the backward left no token embedding rows");
-  MS_CHECK(model_.config().vocab_size < (1 << 24), "ZeRO-2: vocabulary of {} ids: an id no longer fits a float exactly",
-           model_.config().vocab_size);
   const size_t per_rank = N * (C + 1), dp = static_cast<size_t>(comm_.size());
   if (rows_send_.size() != per_rank) rows_send_.resize(per_rank), rows_recv_.resize(dp * per_rank);
   std::memcpy(rows_send_.data(), model_.token_grad_rows(), N * C * sizeof(float));

@@ -8,8 +8,8 @@
 //    (GPT::defer_token_grad), so the buckets wholly inside it start their reduce-scatter FIRST, as
 //    soon as the LM head's backward has written its dense part; the embedding lookup's part, one row
 //    per token, is all-gathered over the DP group after backward (start_token_rows_all_gather, N x C
-//    floats and N ids per rank, against Vp x C for the whole embedding) and each rank adds the rows of its shard, ranks in
-//    order, rows in order (finish_token_rows_all_gather). With one rank this is the model's own sum,
+//    floats and N ids per rank, against Vp x C for the whole embedding) and each rank adds the rows
+//    of its shard, ranks in order, rows in order (finish_token_rows_all_gather). With one rank this is the model's own sum,
 //    bit for bit; with more, each element's sum is regrouped (head parts, then rows): within the
 //    layout-equivalence tolerances. Same arithmetic with overlap on or off;
 //  - clipping and the optimizer (AdamW, or LAMB with per-tensor norms summed over the whole tensor

@@ -10,10 +10,6 @@
 
 namespace ms {
 
-namespace {
-using Key = PpMessage;
-}  // namespace
-
 PpMessage sent_message(const PipelineSchedule& sch, int stage, const PpOp& op) {
   return {op.payload, op.mb, sch.global_chunk(stage, op.chunk), op.peer};
 }
@@ -39,11 +35,11 @@ bool consumed_message(const PipelineSchedule& sch, int stage, const PpOp& op, Pp
 void check_schedule(const PipelineSchedule& sch) {
   const int P = sch.spec.stages, v = sch.spec.virtual_stages, m = sch.spec.micro_batches;
   MS_CHECK(static_cast<int>(sch.stages.size()) == P, "schedule: {} stage lists for {} stages", sch.stages.size(), P);
-  std::map<Key, int> sends, recvs;  // key -> count
-  std::map<std::tuple<int, int, Payload>, std::vector<Key>> send_order, recv_order;  // (from, to, payload)
+  std::map<PpMessage, int> sends, recvs;  // key -> count
+  std::map<std::tuple<int, int, Payload>, std::vector<PpMessage>> send_order, recv_order;  // (from, to, payload)
   for (int s = 0; s < P; s++) {
     std::map<std::pair<int, int>, int> fwd, bwd;  // (mb, chunk) -> position
-    std::set<Key> posted, waited;
+    std::set<PpMessage> posted, waited;
     const auto& ops = sch.stages[s].ops;
     for (int i = 0; i < static_cast<int>(ops.size()); i++) {
       const PpOp& op = ops[i];
@@ -58,14 +54,14 @@ void check_schedule(const PipelineSchedule& sch) {
           MS_CHECK(bwd.emplace(std::pair{op.mb, op.chunk}, i).second, "schedule: stage {} runs {} twice", s, to_string(op));
           break;
         case PpOpKind::kPostSend: {
-          const Key k = sent_message(sch, s, op);
+          const PpMessage k = sent_message(sch, s, op);
           sends[k]++;
           posted.insert(k);
           send_order[{s, op.peer, op.payload}].push_back(k);
           break;
         }
         case PpOpKind::kPostRecv: {
-          const Key k = received_message(sch, s, op);
+          const PpMessage k = received_message(sch, s, op);
           MS_CHECK(op.peer == (std::get<2>(k) % P + P) % P, "schedule: stage {} receives {} from stage {}, which does "
                    "not hold the sending chunk", s, to_string(op), op.peer);
           recvs[k]++;
@@ -73,7 +69,7 @@ void check_schedule(const PipelineSchedule& sch) {
           break;
         }
         case PpOpKind::kWaitSend: {
-          const Key k = sent_message(sch, s, op);
+          const PpMessage k = sent_message(sch, s, op);
           MS_CHECK(posted.count(k), "schedule: stage {} waits on {} before posting it", s, to_string(op));
           MS_CHECK(waited.insert(k).second, "schedule: stage {} waits on {} twice", s, to_string(op));
           break;
@@ -99,7 +95,7 @@ void check_schedule(const PipelineSchedule& sch) {
 
 SimResult simulate_schedule(const PipelineSchedule& sch, Buffering buffering) {
   const int P = sch.spec.stages;
-  std::set<Key> sends_posted, recvs_posted;
+  std::set<PpMessage> sends_posted, recvs_posted;
   std::vector<size_t> pc(P, 0);
   SimResult r;
   for (;;) {
@@ -109,7 +105,7 @@ SimResult simulate_schedule(const PipelineSchedule& sch, Buffering buffering) {
       while (pc[s] < ops.size()) {
         const PpOp& op = ops[pc[s]];
         bool ready = true;
-        Key k;
+        PpMessage k;
         switch (op.kind) {
           case PpOpKind::kPostSend: sends_posted.insert(sent_message(sch, s, op)); break;
           case PpOpKind::kPostRecv: recvs_posted.insert(received_message(sch, s, op)); break;
