@@ -17,6 +17,7 @@
 #include "plan/layout_search.h"  // search_layouts
 #include "plan/plan_trace.h"     // plan_trace
 #include "plan/step_model.h"     // predict_step
+#include "plan_calibrate.h"         // run_calibrate_host
 
 namespace ms {
 
@@ -73,7 +74,49 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
                                                                                : plan::AttentionImpl::kFlash;
   l.data_async = choice(a.data_pipeline, "--data-pipeline", {"sync", "async"}) == 1;
   l.lamb = choice(a.optimizer, "--optimizer", {"adam", "lamb"}) == 1;
+  l.threads = cfg.train.threads, l.bucket_mb = cfg.parallel.bucket_mb;
+  l.comm_backend = cfg.parallel.backend == BackendChoice::kMpi ? "mpi" : "gloo";
   return l;
+}
+
+// `--section.key=value` / `--section.key value` overrides after a positional config.
+void apply_overrides(Config& cfg, const std::vector<std::string>& extras) {
+  for (size_t i = 0; i < extras.size(); i++) {
+    const std::string& x = extras[i];
+    MS_CHECK(x.rfind("--", 0) == 0 && x.find('.') != std::string::npos,
+             "plan: unexpected argument '{}' (overrides are --section.key=value)", x);
+    const size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      set_field(cfg, x.substr(2, eq - 2), x.substr(eq + 1), "command line");
+    } else {
+      MS_CHECK(i + 1 < extras.size(), "plan: override {} has no value", x);
+      set_field(cfg, x.substr(2), extras[++i], "command line");
+    }
+  }
+}
+
+// A training config's layout and features as the flags would give them (flags given win).
+void layout_from_config(PlanArgs& a, Config& cfg, const CLI::App& cmd) {
+  MS_CHECK(a.gpus > 0, "plan: --gpus (the run's ranks) is required");
+  if (cfg.data.train.empty()) cfg.data.train = "(no data: planning)";  // the data never affects the plan
+  cfg.resolve_layout(a.gpus);  // validates; dp and grad_accum as the trainer resolves them
+  const ParallelConfig& p = cfg.parallel;
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (!given("--tp")) a.tp = p.tp;
+  if (!given("--pp")) a.pp = p.pp;
+  if (!given("--virtual-stages")) a.virtual_stages = p.virtual_stages;
+  if (!given("--schedule")) a.schedule = p.schedule == PipelineScheduleKind::k1F1B ? "1f1b" : "interleaved";
+  if (!given("--micro-batch")) a.micro_batch = cfg.train.batch_size;
+  if (!given("--batch")) a.batch = cfg.train.batch_size * cfg.train.grad_accum * p.dp;
+  if (!given("--dtype")) a.dtype = cfg.train.precision == DType::kBF16 ? "bf16" : "fp32";
+  if (!given("--sequence-parallel")) a.sequence_parallel = p.sequence_parallel ? "on" : "off";
+  if (!given("--tp-chunks")) a.tp_chunks = p.tp_chunks;
+  if (!given("--optimizer")) a.optimizer = cfg.optim.name == OptimizerKind::kLamb ? "lamb" : "adam";
+  if (!given("--overlap")) {
+    a.overlap = p.tp_chunks > 1 ? "tp" : "tp-bwd";
+    if (p.pp_decoupled) a.overlap += ",pp";
+    if (p.overlap) a.overlap += ",dp";
+  }
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -86,7 +129,7 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"mfu_convention", "megatron-72"},
-          {"calibrated", false},
+          {"calibrated", c.device.kind == "cpu"},  // a CPU host's file holds its measurements
           {"fits_memory", m.fits},
           {"memory_per_device_gib",
            {{"params", m.params / kGiB},
@@ -127,10 +170,14 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* cmd = app.add_subcommand("plan",
                                      "predict step time, MFU and memory per device of a layout on a cluster "
                                      "(planner; constants not calibrated yet; layout flags left out are searched)");
-  cmd->add_option("--model", a.model, "a training config, or a file with its [model] section")->required();
+  cmd->add_option("config", a.config,
+                  "a whole training config; --section.key=value overrides may follow, and its [train], "
+                  "[parallel] and [optim] give the layout");
+  cmd->add_option("--model", a.model, "a training config, or a file with its [model] section");
+  cmd->allow_extras();
   cmd->add_option("--cluster", a.cluster, "a100-80g, h100-80g, or a cluster TOML file")->capture_default_str();
-  cmd->add_option("--gpus", a.gpus, "devices in the job")->required();
-  cmd->add_option("--batch", a.batch, "global batch, sequences")->required();
+  cmd->add_option("--gpus", a.gpus, "devices in the job (on a CPU host: ranks)");
+  cmd->add_option("--batch", a.batch, "global batch, sequences");
   cmd->add_option("--seq-len", a.seq_len, "sequence length (default: the config's train.seq_len)");
   cmd->add_option("--tp", a.tp, "tensor parallel size");
   cmd->add_option("--pp", a.pp, "pipeline stages");
@@ -156,6 +203,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--data-pipeline", a.data_pipeline, "sync or async")->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "adam or lamb")->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_flag("--calibrate-host", a.calibrate_host, "measure this CPU host and write its cluster file (--out)");
+  cmd->add_option("--ranks", a.ranks, "--calibrate-host: ranks of the collective measurements")->capture_default_str();
+  cmd->add_option("--out", a.out, "--calibrate-host: the host file to write");
+  cmd->add_flag("--quick", a.quick, "--calibrate-host: a small grid (seconds; for tests)");
   cmd->add_option("--explain", a.explain,
                   "also write the predicted step as a Chrome trace (as `megascale trace` "
                   "writes measured ones)");
@@ -163,9 +214,23 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
 
 int run_plan_command(const CLI::App& app, PlanArgs a) {
   if (!app.got_subcommand("plan")) return -1;
-  a.recompute_given = app.get_subcommand("plan")->count("--recompute") > 0;
+  const CLI::App& cmd = *app.get_subcommand("plan");
+  if (a.calibrate_host) {
+    CalibrateHostArgs c;
+    c.ranks = a.ranks, c.out = a.out, c.quick = a.quick;
+    return run_calibrate_host(c);
+  }
+  a.recompute_given = cmd.count("--recompute") > 0;
+  MS_CHECK(a.config.empty() != a.model.empty(), "plan: give a training config (positional) or --model, one of them");
   Config cfg;
-  load_toml(cfg, a.model);
+  load_toml(cfg, a.config.empty() ? a.model : a.config);
+  if (!a.config.empty()) {
+    apply_overrides(cfg, cmd.remaining());
+    layout_from_config(a, cfg, cmd);
+  } else {
+    MS_CHECK(cmd.remaining().empty(), "plan: unexpected arguments (overrides need a positional config): {}",
+             fmt::join(cmd.remaining(), " "));
+  }
   const plan::ClusterDesc cluster = plan::load_cluster(a.cluster);
   plan::PlanLayout l = layout_of(a, cfg);
   plan::StepPrediction p;
@@ -195,8 +260,9 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   if (candidates > 0)
     fmt::print("searched {} layouts, {} fit; the best{}:\n", candidates, fitting,
                others.empty() ? "" : fmt::format(" (then {} more below)", others.size()));
-  fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} (constants NOT calibrated)\n", l.tp,
-             l.pp, l.dp, l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name);
+  fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} ({})\n", l.tp, l.pp, l.dp,
+             l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name,
+             cluster.device.kind == "cpu" ? "this host's measured tables" : "constants NOT calibrated");
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
   fmt::print(
       "split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "

@@ -2,8 +2,9 @@
 // kernels on CPUs that have them; oneDNN's slower bf16 emulation elsewhere), and the linear
 // layer's forward/backward built on them, mirroring matmul.h.
 // Guarantees: products are exact in fp32 (bf16 x bf16 fits), accumulation is fp32; a primitive is
-// created once per (shape, transposes, bias, accumulate) and cached for the life of the process
-// (no primitive creation on the hot path after the first step); the bias is fused into the GEMM
+// created once per (shape, transposes, bias, accumulate, OpenMP thread count) and calling thread,
+// and cached for the thread's life (no primitive creation on the hot path after the first step;
+// threads never share one, so several may call at once); the bias is fused into the GEMM
 // (post-GEMM add in fp32); accumulation uses oneDNN's sum post-op (dst = A@B + bias + dst).
 // Results are deterministic for a given thread count. Any x86-64 CPU works (see bf16_gemm_isa).
 #pragma once
@@ -34,7 +35,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
 void matmul_backward_bf16_from_bf16(float* dinp, float* dweight, const bf16_t* dout_bf16, const bf16_t* inp,
                                     const bf16_t* weight, int N, int C, int OC, bool accumulate_dinp);
 
-// Number of cached oneDNN primitives (for tests: stays constant after the first step).
+// Number of the calling thread's cached oneDNN primitives (for tests: stays constant after the first step).
 int gemm_bf16_cached_primitives();
 
 // What oneDNN will run bf16 GEMMs on, from its effective ISA (the CPU, limited by

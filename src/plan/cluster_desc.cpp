@@ -15,7 +15,7 @@ namespace {
 // Sections and keys a description may hold (anything else is a named error).
 const std::map<std::string, std::set<std::string>>& known_keys() {
   static const std::map<std::string, std::set<std::string>> k = {
-      {"device", {"kind", "name", "peak_tflops", "memory_gib", "memory_GBps", "sms"}},
+      {"device", {"kind", "name", "peak_tflops", "memory_gib", "memory_GBps", "sms", "cores", "comm_engine"}},
       {"node", {"devices_per_node", "intra_GBps", "intra_latency_us"}},
       {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology"}},
       {"efficiency",
@@ -30,9 +30,10 @@ class Reader {
   void check_keys() const {
     for (auto&& [sec, node] : t_) {
       const std::string s(sec.str());
+      if (s == "host" || s == "comm") continue;  // host_desc.h checks them
       const auto it = known_keys().find(s);
       MS_CHECK(it != known_keys().end(),
-               "{}: unknown section [{}] (expected [device], [node], [network], [efficiency])", where_, s);
+               "{}: unknown section [{}] (expected [device], [node], [network], [efficiency], [host], [comm])", where_, s);
       MS_CHECK(node.is_table(), "{}: [{}] must be a table", where_, s);
       for (auto&& [key, v] : *node.as_table())
         MS_CHECK(it->second.count(std::string(key.str())), "{}: [{}] unknown key '{}'", where_, s, key.str());
@@ -89,6 +90,8 @@ ClusterDesc from_table(const toml::table& t, const std::string& where) {
   r.number("device", "memory_gib", c.device.memory_gib);
   r.number("device", "memory_GBps", c.device.memory_GBps);
   r.integer("device", "sms", c.device.sms, /*required=*/false);
+  r.integer("device", "cores", c.device.cores, /*required=*/false);
+  r.text("device", "comm_engine", c.device.comm_engine, /*required=*/false);
   r.integer("node", "devices_per_node", c.node.devices_per_node);
   r.number("node", "intra_GBps", c.node.intra_GBps);
   r.number("node", "intra_latency_us", c.node.intra_latency_us);
@@ -101,6 +104,7 @@ ClusterDesc from_table(const toml::table& t, const std::string& where) {
     double v = 0;
     if (r.find("efficiency", key.c_str(), false)) r.number("efficiency", key.c_str(), v), c.efficiency[key] = v;
   }
+  c.host = parse_host_tables(t, where);
   c.validate();
   return c;
 }
@@ -158,6 +162,14 @@ void ClusterDesc::validate() const {
   positive("device", "memory_gib", device.memory_gib);
   positive("device", "memory_GBps", device.memory_GBps);
   MS_CHECK(device.sms >= 0, "{}: [device] sms: {} must be >= 0", source, device.sms);
+  MS_CHECK(device.comm_engine == "nic" || device.comm_engine == "cores",
+           "{}: [device] comm_engine: '{}' must be nic or cores", source, device.comm_engine);
+  if (device.kind == "cpu") {
+    MS_CHECK(device.cores > 0, "{}: [device] cores: missing or not > 0 (a CPU host needs it)", source);
+    MS_CHECK(!host.empty(), "{}: [host]: missing (a CPU host's measured tables: megascale plan --calibrate-host)",
+             source);
+  }
+  host.validate(source);
   positive("node", "devices_per_node", node.devices_per_node);
   positive("node", "intra_GBps", node.intra_GBps);
   MS_CHECK(node.intra_latency_us >= 0, "{}: [node] intra_latency_us: {} must be >= 0", source, node.intra_latency_us);

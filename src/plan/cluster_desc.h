@@ -1,7 +1,8 @@
 // cluster_desc: what `megascale plan` knows of a cluster — the device (peak FLOP/s per dtype, memory
 // and its bandwidth), the node (devices, intra-node links) and the network (NICs, latency, hosts per
 // switch) — loaded from a TOML file (configs/clusters/*.toml) or by a built-in name (a100-80g,
-// h100-80g: public specifications). Guarantees: every loaded description passed validate(); a
+// h100-80g: public specifications), or a CPU host's file written by `megascale plan
+// --calibrate-host` (kind "cpu", with the measured [host] and [comm] tables of host_desc.h). Guarantees: every loaded description passed validate(); a
 // missing field, an unknown section or key, a wrong type or a value out of range is an error naming
 // the file, the field and the reason. Units are in the field names (GBps: gigabytes per second per
 // direction; Gbps: gigabits per second per direction; us: microseconds).
@@ -9,7 +10,8 @@
 #include <map>
 #include <string>
 
-#include "base/dtype.h"  // DType
+#include "base/dtype.h"       // DType
+#include "plan/host_desc.h"  // HostTables
 
 namespace ms::plan {
 
@@ -21,6 +23,11 @@ struct DeviceDesc {
   double memory_gib = 0;   // device memory
   double memory_GBps = 0;  // its bandwidth
   int sms = 0;             // streaming multiprocessors (0: not given; GPU GEMM wave quantization)
+  int cores = 0;           // a CPU host's cores (ranks share them; required for kind "cpu")
+  // "nic": collectives run on their own engine and can hide behind compute (GPUs); "cores": they
+  // are CPU work on the ranks' own cores, charged to the compute timeline even when "overlapped"
+  // (planner.md §6; required for kind "cpu").
+  std::string comm_engine = "nic";
 };
 
 struct NodeDesc {
@@ -48,6 +55,7 @@ struct ClusterDesc {
   NodeDesc node;
   NetworkDesc network;
   EfficiencyTable efficiency;
+  HostTables host;     // [host] and [comm]: a CPU host's measured tables (empty for GPUs)
   std::string source;  // the file or "built-in <name>" it came from
 
   // Peak FLOP/s of one device for a training dtype (fp32, bf16, fp16); a named error when the

@@ -88,6 +88,7 @@ std::vector<PlanOp> layer_ops(const ModelConfig& m, int layer, const OpGraphOpti
   ops.push_back(gemm("qkv", N, 3 * h / t, h));
   PlanOp att;
   att.name = "attention", att.cls = OpClass::kAttention;
+  att.m = N, att.n = d.s, att.k = h / t;  // rows, sequence length, width per device
   att.fwd_flops = 4.0 * N * keys * h / t;  // Q K^T and P V
   att.bwd_flops = (unfused ? 2.0 : 2.5) * att.fwd_flops;
   if (unfused) {  // the s x s scores: scale-mask-softmax forward (read, write), backward 3 passes

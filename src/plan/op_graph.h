@@ -27,7 +27,8 @@ struct PlanOp {
   std::string name;  // "ln1", "qkv", "attention", "proj", "fc1", "gelu", "fc2", "head", ...
   OpClass cls = OpClass::kGemm;
   double fwd_flops = 0, bwd_flops = 0;  // executed, per device
-  double m = 0, n = 0, k = 0;           // GEMM: forward shape per device (rows, outputs, inputs)
+  double m = 0, n = 0, k = 0;           // GEMM: forward shape per device (rows, outputs, inputs);
+                                        // attention: rows, sequence length, width per device
   double fwd_bytes = 0, bwd_bytes = 0;  // element-wise / unfused softmax: memory traffic
   Collective fwd_coll = Collective::kNone, bwd_coll = Collective::kNone;
   double coll_bytes = 0;  // the collective's total message (all ranks' parts), bytes

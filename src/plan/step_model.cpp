@@ -2,6 +2,7 @@
 #include "plan/step_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/check.h"
 #include "parallel/pp/pp_schedule.h"
@@ -11,10 +12,7 @@ namespace ms::plan {
 
 namespace {
 
-struct ChunkCost {
-  double fwd = 0, bwd = 0;       // per micro-batch, everything included (what the pipeline runs)
-  double recompute = 0, tp = 0;  // of which: recomputation, exposed TP communication
-};
+using ChunkCost = ChunkTimes;  // per micro-batch; tp: the exposed TP communication
 
 Link intra_link(const ClusterDesc& c, const PlanConstants& k) {
   return {c.node.intra_GBps * 1e9, c.node.intra_latency_us * 1e-6, k.intra_eta, k.intra_half_bytes};
@@ -119,64 +117,46 @@ MemoryLayout memory_layout_of(const PlanLayout& l) {
   return ml;
 }
 
-StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k) {
-  check_layout(m, l);
-  ScheduleSpec spec;
-  spec.kind = l.schedule, spec.stages = l.pp, spec.virtual_stages = l.virtual_stages;
-  spec.micro_batches = l.global_batch / (l.dp * l.micro_batch);
-  validate_schedule(spec, m.n_layer);
-  const PipelineSchedule sch = build_schedule(spec);
-  const int chunks = l.pp * l.virtual_stages, per_chunk = m.n_layer / chunks, mb = spec.micro_batches;
-  OpGraphOptions o;
-  o.seq = l.seq, o.micro_batch = l.micro_batch, o.tp = l.tp, o.sequence_parallel = l.sequence_parallel;
-  o.attention = l.attention, o.act_bytes = l.element_bytes();
-  const Link tp_link = l.tp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
-  PipelineCosts costs = PipelineCosts::uniform(spec, 0, 0);
-  std::vector<double> recompute(l.pp, 0), tp(l.pp, 0);
-  for (int s = 0; s < l.pp; s++)
-    for (int v = 0; v < l.virtual_stages; v++) {
-      const int g = sch.global_chunk(s, v);
-      std::vector<PlanOp> layers;
-      for (int layer = g * per_chunk; layer < (g + 1) * per_chunk; layer++) {
-        const auto lo = layer_ops(m, layer, o);
-        layers.insert(layers.end(), lo.begin(), lo.end());
-      }
-      ChunkCost cc = chunk_cost(layers, l, c, k, tp_link, /*recomputable=*/true);
-      for (const bool first : {true, false}) {
-        if (g != (first ? 0 : chunks - 1)) continue;
-        const ChunkCost x = chunk_cost(first ? embedding_ops(m, o) : head_ops(m, o), l, c, k, tp_link, false);
-        cc.fwd += x.fwd, cc.bwd += x.bwd, cc.tp += x.tp;
-      }
-      costs.forward[s][v] = cc.fwd, costs.backward[s][v] = cc.bwd;
-      recompute[s] += mb * cc.recompute, tp[s] += mb * cc.tp;
-    }
-  // Point-to-point: one micro-batch's activations (1/t of them with sequence parallelism or scatter/gather).
-  const double act = static_cast<double>(l.micro_batch) * l.seq * m.n_embd * o.act_bytes /
-                     (l.sequence_parallel || l.pp_scatter_gather ? l.tp : 1);
-  const Link pp_link = l.tp * l.pp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
-  costs.decoupled = l.overlap_pp;
-  PipelineCosts free = costs;
-  costs.activation_s = costs.gradient_s = l.pp > 1 ? p2p_seconds(act, pp_link) : 0;
-  StepPrediction p;
-  p.timeline = simulate_pipeline(sch, costs);
-  const PipelineTimeline free_tl = simulate_pipeline(sch, free);
-  const int busy = static_cast<int>(std::max_element(free_tl.compute_s.begin(), free_tl.compute_s.end()) -
-                                    free_tl.compute_s.begin());
-  p.recompute = recompute[busy], p.tp_exposed = tp[busy];
-  p.compute = free_tl.compute_s[busy] - p.recompute - p.tp_exposed;
-  p.bubble = free_tl.step_s - free_tl.compute_s[busy];
-  p.pp_exposed = p.timeline.step_s - free_tl.step_s;
+namespace {
 
-  // Data parallelism (ZeRO-2 / DDP) on the NIC, per model chunk; the optimizer; the host.
+// A CPU host's view of one rank (host_cost.h): threads as the trainer picks them, all ranks on the host.
+HostRank host_rank(const PlanLayout& l, const ClusterDesc& c) {
+  HostRank r;
+  const int ranks = l.tp * l.pp * l.dp, cores = c.device.cores;
+  r.precision = l.precision, r.tp = l.tp, r.backend = l.comm_backend;
+  r.threads = l.threads > 0 ? l.threads : std::max(1, cores / ranks);
+  r.slowdown = std::max(1.0, static_cast<double>(ranks) * r.threads / cores);
+  return r;
+}
+
+// Data parallelism's exposed time, the optimizer and the host, added to the pipeline's.
+void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k,
+                       const PipelineCosts& costs, int busy, StepPrediction& p) {
   const GptShape shape = shape_of(m, l.seq);
   const MemoryLayout ml = memory_layout_of(l);
   const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
+  const double v = l.virtual_stages, local = l.zero >= 1 ? P / l.dp : P;
+  if (c.device.kind == "cpu") {  // fp32 buckets reduce-scattered, parameters all-gathered: CPU work
+    const HostRank r = host_rank(l, c);
+    const double grad_bytes = 4.0 * P, buckets = std::max(1.0, std::ceil(grad_bytes / (l.bucket_mb * 1048576.0)));
+    const double rs = buckets * c.host.collective_seconds(l.comm_backend, "reduce_scatter", grad_bytes / buckets, l.dp);
+    const double ag = c.host.collective_seconds(l.comm_backend, "all_gather", grad_bytes, l.dp);
+    // The tied embedding's token rows (ZeRO-2's split, a row of C floats and an id per token).
+    const double rows = static_cast<double>(l.global_batch) / l.dp * l.seq * (m.n_embd + 1) * 4.0 * l.dp;
+    p.dp_exposed = l.dp > 1 ? rs + ag + c.host.collective_seconds(l.comm_backend, "all_gather", rows, l.dp) : 0;
+    // The pipeline's tied-embedding sum between the first and the last stage.
+    if (l.pp > 1)
+      p.pp_exposed += c.host.collective_seconds(l.comm_backend, "all_reduce",
+                                                4.0 * m.padded_vocab() * m.n_embd / l.tp, 2);
+    p.optimizer = c.host.optimizer_seconds(local, l.lamb, r.threads) * r.slowdown;
+    p.other = 0;
+    return;
+  }
   const Link nic = nic_link(c, k);
-  const double v = l.virtual_stages;
   double rs = 0, ag = 0;
   if (l.zero >= 1) {
     rs = v * ring_reduce_scatter_seconds(4.0 * P / v, l.dp, nic);
-    ag = v * ring_all_gather_seconds(o.act_bytes * P / v, l.dp, nic);
+    ag = v * ring_all_gather_seconds(l.element_bytes() * P / v, l.dp, nic);
   } else {
     rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
   }
@@ -188,16 +168,78 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   } else {
     p.dp_exposed = rs + ag;
   }
-  const double local = l.zero >= 1 ? P / l.dp : P;
   p.optimizer =
       local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) / (c.device.memory_GBps * 1e9 * k.device.mem_eta);
   p.other = l.data_async ? k.host_async_s : k.host_sync_s;
-  p.step_s = p.timeline.step_s + p.dp_exposed + p.optimizer + p.other;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k) {
+  check_layout(m, l);
+  ScheduleSpec spec;
+  spec.kind = l.schedule, spec.stages = l.pp, spec.virtual_stages = l.virtual_stages;
+  spec.micro_batches = l.global_batch / (l.dp * l.micro_batch);
+  validate_schedule(spec, m.n_layer);
+  const PipelineSchedule sch = build_schedule(spec);
+  const int chunks = l.pp * l.virtual_stages, per_chunk = m.n_layer / chunks, mb = spec.micro_batches;
+  const bool host = c.device.kind == "cpu";
+  const HostRank hr = host ? host_rank(l, c) : HostRank{};
+  OpGraphOptions o;
+  o.seq = l.seq, o.micro_batch = l.micro_batch, o.tp = l.tp, o.sequence_parallel = l.sequence_parallel;
+  o.attention = l.attention, o.act_bytes = host ? 4 : l.element_bytes();  // CPU activations stay fp32
+  const Link tp_link = l.tp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
+  auto cost = [&](const std::vector<PlanOp>& ops, bool recomputable) {
+    return host ? host_chunk_times(ops, hr, c.host, l.recompute, recomputable)
+                : chunk_cost(ops, l, c, k, tp_link, recomputable);
+  };
+  PipelineCosts costs = PipelineCosts::uniform(spec, 0, 0);
+  std::vector<double> recompute(l.pp, 0), tp(l.pp, 0);
+  for (int s = 0; s < l.pp; s++)
+    for (int v = 0; v < l.virtual_stages; v++) {
+      const int g = sch.global_chunk(s, v);
+      std::vector<PlanOp> layers;
+      for (int layer = g * per_chunk; layer < (g + 1) * per_chunk; layer++) {
+        const auto lo = layer_ops(m, layer, o);
+        layers.insert(layers.end(), lo.begin(), lo.end());
+      }
+      ChunkCost cc = cost(layers, /*recomputable=*/true);
+      for (const bool first : {true, false}) {
+        if (g != (first ? 0 : chunks - 1)) continue;
+        const ChunkCost x = cost(first ? embedding_ops(m, o) : head_ops(m, o), false);
+        cc.fwd += x.fwd, cc.bwd += x.bwd, cc.tp += x.tp;
+      }
+      costs.forward[s][v] = cc.fwd, costs.backward[s][v] = cc.bwd;
+      recompute[s] += mb * cc.recompute, tp[s] += mb * cc.tp;
+    }
+  // Point-to-point: one micro-batch's activations (1/t of them with sequence parallelism or scatter/gather).
+  const double act = static_cast<double>(l.micro_batch) * l.seq * m.n_embd * o.act_bytes /
+                     (l.sequence_parallel || l.pp_scatter_gather ? l.tp : 1);
+  const Link pp_link = l.tp * l.pp <= c.node.devices_per_node ? intra_link(c, k) : nic_link(c, k);
+  costs.decoupled = l.overlap_pp;
+  PipelineCosts free = costs;
+  if (l.pp > 1)
+    costs.activation_s = costs.gradient_s =
+        host ? c.host.collective_seconds(l.comm_backend, "send", act, 2) : p2p_seconds(act, pp_link);
+  StepPrediction p;
+  p.timeline = simulate_pipeline(sch, costs);
+  const PipelineTimeline free_tl = simulate_pipeline(sch, free);
+  const int busy = static_cast<int>(std::max_element(free_tl.compute_s.begin(), free_tl.compute_s.end()) -
+                                    free_tl.compute_s.begin());
+  p.recompute = recompute[busy], p.tp_exposed = tp[busy];
+  p.compute = free_tl.compute_s[busy] - p.recompute - p.tp_exposed;
+  p.bubble = free_tl.step_s - free_tl.compute_s[busy];
+  p.pp_exposed = p.timeline.step_s - free_tl.step_s;
+  const double pp_simulated = p.pp_exposed;
+  add_data_parallel(m, l, c, k, costs, busy, p);  // may add the tied-embedding sum to pp_exposed
+  p.step_s = p.timeline.step_s + (p.pp_exposed - pp_simulated) + p.dp_exposed + p.optimizer + p.other;
   const double tokens = static_cast<double>(l.global_batch) * l.seq;
   p.tokens_per_s = tokens / p.step_s;
-  p.mfu = megatron_flops_per_token(shape) * p.tokens_per_s /
-          (static_cast<double>(l.tp) * l.pp * l.dp * c.peak_flops(l.precision));
-  p.memory = estimate_memory(shape, ml, c);
+  // A CPU device is a rank computing with `threads` of the host's cores.
+  const double share = host ? std::min(1.0, static_cast<double>(hr.threads) / c.device.cores) : 1.0;
+  p.mfu = megatron_flops_per_token(shape_of(m, l.seq)) * p.tokens_per_s /
+          (static_cast<double>(l.tp) * l.pp * l.dp * c.peak_flops(l.precision) * share);
+  p.memory = estimate_memory(shape_of(m, l.seq), memory_layout_of(l), c);
   return p;
 }
 

@@ -17,6 +17,10 @@
 //    each is issued per model chunk (latency x chunks).
 // MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. The constants
 // (PlanConstants) are NOT calibrated yet.
+// A CPU host (kind "cpu", comm_engine "cores") is priced from its measured tables instead
+// (host_cost.h): every collective is CPU work on the compute timeline, so ZeRO-2's reduce-scatter
+// (per bucket of bucket_mb) and all-gather, and the pipeline's sends, are exposed in full; all ranks
+// share the one host.
 #pragma once
 #include "config/model_config.h"     // ModelConfig
 #include "config/parallel_config.h"  // PipelineScheduleKind
@@ -24,7 +28,8 @@
 #include "plan/comm_cost.h"  // Link
 #include "plan/memory_model.h"
 #include "plan/op_cost.h"   // DeviceEfficiency
-#include "plan/op_graph.h"  // AttentionImpl
+#include "plan/host_cost.h"  // ChunkTimes
+#include "plan/op_graph.h"   // AttentionImpl
 #include "plan/step_sim.h"  // PipelineTimeline
 
 namespace ms::plan {
@@ -44,6 +49,11 @@ struct PlanLayout {
   DType precision = DType::kBF16;
   bool lamb = false;
   bool data_async = true;
+  // CPU hosts (cluster kind "cpu"): compute threads per rank (0: the host's cores / ranks, as the
+  // trainer picks), the collectives' backend ("gloo" or "mpi") and ZeRO-2's bucket size.
+  int threads = 0;
+  std::string comm_backend = "gloo";
+  double bucket_mb = 4;
   int element_bytes() const { return precision == DType::kF32 ? 4 : 2; }  // weights and activations
 };
 

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
+#include "../plan/host_fixture.h"
+#include "plan/cluster_desc.h"
 #include "plan/model_math.h"
 
 namespace {
@@ -89,6 +91,63 @@ TEST(PlanCli, BadInputIsNamed) {
         "--gpus 256 is not a multiple of tp 8 x pp 7");
   fails(plan("--gpus 280 --batch 280 --tp 8 --pp 35 --virtual-stages 1 --schedule 1f1b --micro-batch 1"), "96 layers");
   fails(plan(std::string(kLayout) + " --overlap tp,zz"), "--overlap item 'zz'");
+}
+
+// A training config with overrides is planned as its flags would be: the config's [train] and
+// [parallel] give the layout (dp from --gpus, the batch from batch_size x grad_accum x dp), and
+// the same prediction comes back with the layout spelled as flags; a bad override is the config's
+// named error. A CPU host file's output says it is calibrated (its tables are measurements).
+TEST(PlanCli, TrainingConfigWithOverridesPlansLikeItsFlags) {
+  const std::string dir = ms::testing::make_temp_dir("plan_cfg");
+  std::ofstream(dir + "/host.toml") << ms::testing::host_toml(100, 50, 10, 1, 100);
+  std::ofstream(dir + "/cfg.toml") << "[model]\nn_layer = 4\nn_embd = 64\nn_head = 2\nvocab_size = 128\n"
+                                      "max_seq_len = 128\n[train]\nbatch_size = 2\nseq_len = 128\nprecision = \"fp32\"\n";
+  const std::string base = std::string(MEGASCALE_BINARY) + " plan " + dir + "/cfg.toml";
+  const auto cfg = ms::testing::run_cmd(base + " --parallel.pp=2 --train.grad_accum 4 --parallel.schedule=interleaved "
+                                               "--parallel.virtual_stages=2 --cluster " + dir +
+                                        "/host.toml --gpus 4 --json 2>/dev/null");
+  ASSERT_EQ(cfg.code, 0) << cfg.output;
+  const auto j = nlohmann::json::parse(cfg.output);
+  EXPECT_EQ(j["layout"]["dp"], 2);
+  EXPECT_EQ(j["layout"]["pp"], 2);
+  EXPECT_EQ(j["layout"]["virtual_stages"], 2);
+  EXPECT_EQ(j["calibrated"], true);
+  const auto flags = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " plan --model " + dir +
+                                          "/cfg.toml --gpus 4 --batch 16 --tp 1 --pp 2 --virtual-stages 2 "
+                                          "--schedule interleaved --micro-batch 2 --dtype fp32 --overlap tp-bwd,pp,dp "
+                                          "--tp-chunks 1 --cluster " + dir + "/host.toml --json 2>/dev/null");
+  ASSERT_EQ(flags.code, 0) << flags.output;
+  EXPECT_EQ(nlohmann::json::parse(flags.output)["step_time_s"].get<double>(), j["step_time_s"].get<double>());
+  const auto bad = ms::testing::run_cmd(base + " --parallel.pp=3 --cluster " + dir + "/host.toml --gpus 3");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("pp"), std::string::npos) << bad.output;
+  const auto unknown = ms::testing::run_cmd(base + " --parallel.nope=1 --cluster " + dir + "/host.toml --gpus 1");
+  EXPECT_EQ(unknown.code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("parallel.nope"), std::string::npos) << unknown.output;
+}
+
+// --calibrate-host (a small grid) measures this machine and writes a host file that loads back as
+// a CPU host with every table, Gloo and MPI collectives among them, and plans a run.
+TEST(PlanCli, CalibrateHostWritesALoadableHostFile) {
+  const std::string dir = ms::testing::make_temp_dir("plan_calibrate");
+  const auto r = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " plan --calibrate-host --quick --ranks 2 --out " +
+                                      dir + "/host.toml");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const ms::plan::ClusterDesc c = ms::plan::load_cluster(dir + "/host.toml");
+  EXPECT_EQ(c.device.kind, "cpu");
+  EXPECT_EQ(c.device.comm_engine, "cores");
+  EXPECT_GT(c.device.cores, 0);
+  EXPECT_EQ(c.host.threads.back(), c.device.cores);
+  for (const char* b : {"gloo", "mpi"})
+    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"})
+      EXPECT_GT(c.host.collective_seconds(b, op, 1 << 20, 2), 0.0) << b << " " << op;
+  EXPECT_GT(c.host.gemm_seconds(ms::DType::kF32, 1, 256, 256, 256, true), 0.0);
+  std::ofstream(dir + "/cfg.toml") << "[model]\nn_layer = 2\nn_embd = 64\nn_head = 2\nvocab_size = 128\n"
+                                      "max_seq_len = 128\n[train]\nbatch_size = 2\nseq_len = 128\n";
+  const auto p = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " plan " + dir + "/cfg.toml --parallel.tp=2 "
+                                      "--cluster " + dir + "/host.toml --gpus 2 --json 2>/dev/null");
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_GT(nlohmann::json::parse(p.output)["time_split_s"]["tp_exposed"].get<double>(), 0.0);
 }
 
 }  // namespace

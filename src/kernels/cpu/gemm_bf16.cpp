@@ -1,6 +1,7 @@
 // gemm_bf16.cpp: cached oneDNN bf16 matmul primitives (see gemm_bf16.h).
 #include "kernels/gemm_bf16.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>  // std::max
@@ -41,13 +42,17 @@ struct Cache {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
   std::mutex mu;
-  // key: transA, transB, M, N, K, has bias, accumulate
-  std::map<std::tuple<bool, bool, int, int, int, bool, bool>, Gemm> prims;
+  // key: transA, transB, M, N, K, has bias, accumulate, OpenMP threads (oneDNN fixes a primitive's
+  // partition over the threads when it is created)
+  std::map<std::tuple<bool, bool, int, int, int, bool, bool, int>, Gemm> prims;
   AlignedBuffer<float> wide_a, wide_b;  // widened operands of the fallback (grown once)
 };
 
+// One cache per calling thread: a cached primitive's memory objects are re-pointed at each call's
+// buffers, so two threads must not share them (the trainer calls from one thread; the planner's
+// host calibration from several at once).
 Cache& cache() {
-  static Cache c;
+  thread_local Cache c;
   return c;
 }
 
@@ -94,7 +99,7 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, c
   Gemm* g;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto key = std::make_tuple(transA, transB, M, N, K, bias != nullptr, accumulate);
+    auto key = std::make_tuple(transA, transB, M, N, K, bias != nullptr, accumulate, omp_get_max_threads());
     auto it = c.prims.find(key);
     if (it == c.prims.end()) {
       Gemm made;
@@ -126,8 +131,8 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const bf16_t* A, c
     }
     return;
   }
-  // The cached memory objects point at the caller's buffers (no allocation, no copy). Calls come
-  // from one thread at a time (the training step), so re-pointing them is safe.
+  // The cached memory objects point at the caller's buffers (no allocation, no copy); the cache is
+  // the calling thread's own, so re-pointing them is safe.
   g->a.set_data_handle(const_cast<bf16_t*>(A));
   g->b.set_data_handle(const_cast<bf16_t*>(B));
   g->c.set_data_handle(C);

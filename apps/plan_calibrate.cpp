@@ -1,0 +1,110 @@
+// plan_calibrate.cpp: see plan_calibrate.h.
+#include "plan_calibrate.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/atomic_file.h"  // write_text_atomic
+#include "base/check.h"
+#include "bench_comm.h"           // run_comm_bench
+#include "kernels/hw_peak.h"      // hardware_peak
+#include "plan/cluster_desc.h"    // parse_cluster_toml
+#include "plan/host_calibrate.h"  // measure_host_compute, fit_comm
+
+namespace ms {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      return c == std::string::npos ? "CPU" : line.substr(line.find_first_not_of(' ', c + 1));
+    }
+  return "CPU";
+}
+
+// [comm.<backend>] from `megascale bench comm` at `ranks` ranks (Gloo through the launcher, and MPI).
+std::map<std::string, std::map<std::string, plan::CommTable>> measure_comm(int ranks, bool quick) {
+  const fs::path json = fs::temp_directory_path() / fmt::format("megascale-calibrate-{}.json", ::getpid());
+  CommBenchOptions o;
+  o.ranks = {ranks}, o.stores = {"file"}, o.mpi = true, o.json_path = json.string();
+  o.sizes = quick ? "16K..4M" : "16K..64M", o.iters = quick ? 3 : 8;
+  MS_CHECK(run_comm_bench(o) == 0, "calibrate-host: the collective benchmark failed (see above)");
+  std::ifstream f(json);
+  const nlohmann::json all = nlohmann::json::parse(f);
+  std::error_code ec;
+  fs::remove(json, ec);
+  std::map<std::string, std::map<std::string, plan::CommTable>> out;
+  for (const auto& run : all["runs"])
+    for (const auto& r : run["rows"]) {
+      plan::CommTable& c = out[run["backend"].get<std::string>()][r["op"].get<std::string>()];
+      c.ranks = run["ranks"].get<int>();
+      c.bytes.push_back(r["bytes"].get<double>()), c.us.push_back(r["time_us"].get<double>());
+    }
+  MS_CHECK(out.count("gloo") && out.count("mpi"), "calibrate-host: the benchmark gave no {} rows",
+           out.count("gloo") ? "MPI" : "Gloo");
+  return out;
+}
+
+}  // namespace
+
+int run_calibrate_host(const CalibrateHostArgs& a) {
+  MS_CHECK(a.ranks >= 2, "plan --calibrate-host: --ranks {} (the collectives need >= 2)", a.ranks);
+  MS_CHECK(!a.out.empty(), "plan --calibrate-host: --out HOST.toml is required");
+  const int cores = omp_get_num_procs();
+  plan::CalibrateOptions co;
+  co.cores = cores;
+  if (a.quick) co.gemm_dims = {64, 256}, co.attention_seq = {128, 256}, co.repeats = 1;
+  fmt::print(stderr, "calibrate-host: compute tables on {} cores ...\n", cores);
+  plan::HostTables h = plan::measure_host_compute(co);
+  fmt::print(stderr, "calibrate-host: collectives at {} ranks ...\n", a.ranks);
+  h.comm = measure_comm(a.ranks, a.quick);
+  const HardwarePeak peak = hardware_peak(cores);
+  const double fp32 = peak.gflops(DType::kF32) / 1e3, bf16 = peak.gflops(DType::kBF16) / 1e3;
+  // The node's link, for the GPU-style fields: Gloo's all-gather at its largest size.
+  const plan::CommTable& ag = h.comm["gloo"]["all_gather"];
+  const double ag_GBps = ag.bytes.back() * (ag.ranks - 1.0) / ag.ranks / (ag.us.back() * 1e3);
+  const double mem_gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / (1 << 30);
+  std::string text = fmt::format(
+      "# This host, measured by `megascale plan --calibrate-host --ranks {}` on {}{}. A device is a rank;\n"
+      "# the tables hold what a rank of t threads computes while the host's other ranks work (plan/host_desc.h).\n"
+      "[device]\n"
+      "kind = \"cpu\"\n"
+      "name = \"{} ({} cores)\"\n"
+      "peak_tflops = {{ fp32 = {:.6g}, bf16 = {:.6g} }}  # all cores: clock x FLOP/cycle, measured "
+      "(kernels/hw_peak.h)\n"
+      "memory_gib = {:.4g}\n"
+      "memory_GBps = {:.4g}  # triad on all cores\n"
+      "cores = {}\n"
+      "comm_engine = \"cores\"  # collectives are CPU work on the ranks' cores\n\n"
+      "[node]  # one host: Gloo all-gather over loopback\n"
+      "devices_per_node = {}\n"
+      "intra_GBps = {:.4g}\n"
+      "intra_latency_us = {:.4g}\n\n"
+      "[network]  # no network measured: the loopback values\n"
+      "nics_per_node = 1\n"
+      "nic_Gbps = {:.4g}\n"
+      "inter_latency_us = {:.4g}\n"
+      "hosts_per_switch = 1\n\n",
+      a.ranks, cpu_name(), a.quick ? " (--quick: a small grid)" : "", cpu_name(), cores, fp32, bf16 > 0 ? bf16 : fp32,
+      mem_gib, h.by_threads.at(h.threads.back()).kernel_GBps.at("stream"), cores, a.ranks, ag_GBps, ag.us.front(),
+      ag_GBps * 8, ag.us.front());
+  text += plan::host_tables_toml(h);
+  (void)plan::parse_cluster_toml(text, a.out);  // what is written loads back
+  write_text_atomic(a.out, text);
+  fmt::print("wrote {}\n", a.out);
+  return 0;
+}
+
+}  // namespace ms
