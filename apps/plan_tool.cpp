@@ -17,7 +17,7 @@
 #include "plan/layout_search.h"  // search_layouts
 #include "plan/plan_trace.h"     // plan_trace
 #include "plan/step_model.h"     // predict_step
-#include "plan_calibrate.h"         // run_calibrate_host
+#include "plan_calibrate.h"      // run_calibrate_host
 
 namespace ms {
 
@@ -129,7 +129,8 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"mfu_convention", "megatron-72"},
-          {"calibrated", c.device.kind == "cpu"},  // a CPU host's file holds its measurements
+          // A CPU host's file holds its measurements; a GPU cluster its [efficiency] fit.
+          {"calibrated", c.device.kind == "cpu" || !c.efficiency.empty()},
           {"fits_memory", m.fits},
           {"memory_per_device_gib",
            {{"params", m.params / kGiB},
@@ -167,9 +168,10 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
 }  // namespace
 
 void add_plan_command(CLI::App& app, PlanArgs& a) {
-  CLI::App* cmd = app.add_subcommand("plan",
-                                     "predict step time, MFU and memory per device of a layout on a cluster "
-                                     "(planner; constants not calibrated yet; layout flags left out are searched)");
+  CLI::App* cmd =
+      app.add_subcommand("plan",
+                         "predict step time, MFU and memory per device of a layout on a cluster "
+                         "(planner; layout flags left out are searched; --calibrate-host measures this machine)");
   cmd->add_option("config", a.config,
                   "a whole training config; --section.key=value overrides may follow, and its [train], "
                   "[parallel] and [optim] give the layout");
@@ -262,7 +264,9 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
                others.empty() ? "" : fmt::format(" (then {} more below)", others.size()));
   fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} ({})\n", l.tp, l.pp, l.dp,
              l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name,
-             cluster.device.kind == "cpu" ? "this host's measured tables" : "constants NOT calibrated");
+             cluster.device.kind == "cpu" ? "this host's measured tables"
+             : cluster.efficiency.empty() ? "constants NOT calibrated"
+                                          : "calibrated constants");
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
   fmt::print(
       "split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "

@@ -4,7 +4,7 @@
 // prints the predicted step time, tokens/s, MFU (convention megatron-72), the time split and the
 // memory per device, or one JSON object with --json. Guarantees: bad input (a file, a cluster key, a
 // layout the model or the batch cannot split) is one named error and exit code 1. What it does not
-// do yet, said in its output: its constants are not calibrated ("calibrated": false). Layout flags
+// do yet, said in its output: a cluster without fitted constants ("calibrated": false). Layout flags
 // left out (--tp, --pp, --virtual-stages, --schedule, --micro-batch) are searched (plan/layout_search.h;
 // --top K prints the K best).
 // `megascale plan CONFIG.toml [--section.key=value ...] --cluster HOST.toml --gpus R` predicts a

@@ -24,7 +24,8 @@ double gemm_efficiency(double m, double n, double k, const ClusterDesc& c, const
 
 double op_seconds(const PlanOp& op, bool backward, DType precision, const ClusterDesc& c, const DeviceEfficiency& e) {
   if (op.cls == OpClass::kCollective) return 0;
-  MS_CHECK(e.attention_eta > 0 && e.attention_eta <= 1 && e.mem_eta > 0 && e.mem_eta <= 1 && e.launch_s >= 0,
+  MS_CHECK(e.attention_eta > 0 && e.attention_eta <= 1 && e.flash_eta > 0 && e.flash_eta <= 1 && e.mem_eta > 0 &&
+               e.mem_eta <= 1 && e.launch_s >= 0,
            "plan: attention eta {}, memory eta {}, launch {} s out of range", e.attention_eta, e.mem_eta, e.launch_s);
   const double flops = backward ? op.bwd_flops : op.fwd_flops, bytes = backward ? op.bwd_bytes : op.fwd_bytes;
   const double peak = c.peak_flops(precision);
@@ -32,7 +33,7 @@ double op_seconds(const PlanOp& op, bool backward, DType precision, const Cluste
   if (op.cls == OpClass::kGemm)
     compute = flops / (peak * gemm_efficiency(op.m, op.n, op.k, c, e));
   else if (op.cls == OpClass::kAttention)
-    compute = flops / (peak * e.attention_eta);
+    compute = flops / (peak * (op.name == "flash-attention" ? e.flash_eta : e.attention_eta));
   const double memory = bytes / (c.device.memory_GBps * 1e9 * e.mem_eta);
   const double launches = op.cls == OpClass::kGemm && backward ? 2 : 1;  // input and weight gradients
   return std::max(compute, memory) + launches * e.launch_s;

@@ -81,14 +81,18 @@ std::vector<PlanOp> layer_ops(const ModelConfig& m, int layer, const OpGraphOpti
   const Dims d = dims(m, o);
   const double N = d.N, h = d.h, t = d.t, a = m.n_head;
   const bool unfused = o.attention == AttentionImpl::kUnfused;
-  const double keys = unfused ? d.s : attended_keys(o.seq, m.layer_window(layer));
+  // Unfused (Megatron's kernels) computes every score of the query's span, masked: all s keys under
+  // full attention, a band of w keys under a sliding window (MegaScale's SWA needs a banded kernel to
+  // save anything); FlashAttention computes only the keys attended.
+  const int w = m.layer_window(layer);
+  const double keys = unfused ? (w > 0 && w < o.seq ? w : d.s) : attended_keys(o.seq, w);
   std::vector<PlanOp> ops;
   ops.push_back(elementwise("ln1", d.rows, h, d.act, 2, 3));
-  region_in(ops, d, "attn-in");
+  region_in(ops, d, m.parallel_block() ? "block-in" : "attn-in");  // parallel: one region feeds QKV and FC1
   ops.push_back(gemm("qkv", N, 3 * h / t, h));
   PlanOp att;
-  att.name = "attention", att.cls = OpClass::kAttention;
-  att.m = N, att.n = d.s, att.k = h / t;  // rows, sequence length, width per device
+  att.name = unfused ? "attention" : "flash-attention", att.cls = OpClass::kAttention;
+  att.m = N, att.n = d.s, att.k = h / t;   // rows, sequence length, width per device
   att.fwd_flops = 4.0 * N * keys * h / t;  // Q K^T and P V
   att.bwd_flops = (unfused ? 2.0 : 2.5) * att.fwd_flops;
   if (unfused) {  // the s x s scores: scale-mask-softmax forward (read, write), backward 3 passes

@@ -58,8 +58,11 @@ ChunkCost chunk_cost(const std::vector<PlanOp>& ops, const PlanLayout& l, const 
     const PlanOp& op = ops[i];
     if (op.cls != OpClass::kCollective || l.tp == 1) continue;
     const int g = adjacent_gemm(ops, i);
-    const bool mlp = g >= 0 && (ops[g].name == "fc1" || ops[g].name == "fc2");
-    const double gf = g >= 0 ? f[g] : 0, gb = g >= 0 ? b[g] : 0;
+    const bool mlp = g >= 0 && (ops[g].name == "fc1" || ops[g].name == "fc2" || op.name == "block-in");
+    double gf = g >= 0 ? f[g] : 0, gb = g >= 0 ? b[g] : 0;
+    if (op.name == "block-in")  // the parallel block's gather feeds QKV and FC1, one fused GEMM in MegaScale
+      for (size_t j = i + 1; j < ops.size() && ops[j].name != "block-out"; j++)
+        if (ops[j].name == "fc1") gf += f[j], gb += b[j];
     const double cf = coll_seconds(op.fwd_coll, op.coll_bytes, l.tp, tp_link);
     const double cb = coll_seconds(op.bwd_coll, op.coll_bytes, l.tp, tp_link);
     double xf = cf, xb = cb;
@@ -96,6 +99,7 @@ PlanConstants plan_constants(const ClusterDesc& c) {
   set("gemm_eta_inf", k.device.gemm_eta_inf);
   set("gemm_k_half", k.device.gemm_k_half);
   set("attention_eta", k.device.attention_eta);
+  set("flash_eta", k.device.flash_eta);
   set("mem_eta", k.device.mem_eta);
   set("launch_us", k.device.launch_s, 1e-6);
   set("intra_eta", k.intra_eta);
@@ -129,9 +133,34 @@ HostRank host_rank(const PlanLayout& l, const ClusterDesc& c) {
   return r;
 }
 
+}  // namespace
+
+double zero2_overlap_exposed(const PipelineTimeline& tl, int chunks, double rs_chunk, double ag_chunk) {
+  const int stages = static_cast<int>(tl.compute_s.size());
+  double worst = 0;
+  for (int s = 0; s < stages; s++) {
+    std::vector<double> last_bwd(chunks, 0), first_fwd(chunks, tl.step_s);
+    for (const SimSpan& x : tl.spans) {
+      if (x.stage != s) continue;
+      if (x.kind == PpOpKind::kBackward) last_bwd[x.chunk] = std::max(last_bwd[x.chunk], x.t0);
+      if (x.kind == PpOpKind::kForward) first_fwd[x.chunk] = std::min(first_fwd[x.chunk], x.t1);
+    }
+    std::sort(last_bwd.begin(), last_bwd.end());
+    double nic = 0;
+    for (double ready : last_bwd) nic = std::max(nic, ready) + rs_chunk;
+    std::sort(first_fwd.begin(), first_fwd.end());
+    double ag_nic = 0, late = 0;
+    for (double need : first_fwd) ag_nic += ag_chunk, late = std::max(late, ag_nic - need);
+    worst = std::max(worst, std::max(0.0, nic - tl.step_s) + late);
+  }
+  return worst;
+}
+
+namespace {
+
 // Data parallelism's exposed time, the optimizer and the host, added to the pipeline's.
 void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k,
-                       const PipelineCosts& costs, int busy, StepPrediction& p) {
+                       StepPrediction& p) {
   const GptShape shape = shape_of(m, l.seq);
   const MemoryLayout ml = memory_layout_of(l);
   const double P = std::max(stage_params(shape, ml, 0), stage_params(shape, ml, l.pp - 1));
@@ -146,8 +175,8 @@ void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterD
     p.dp_exposed = l.dp > 1 ? rs + ag + c.host.collective_seconds(l.comm_backend, "all_gather", rows, l.dp) : 0;
     // The pipeline's tied-embedding sum between the first and the last stage.
     if (l.pp > 1)
-      p.pp_exposed += c.host.collective_seconds(l.comm_backend, "all_reduce",
-                                                4.0 * m.padded_vocab() * m.n_embd / l.tp, 2);
+      p.pp_exposed +=
+          c.host.collective_seconds(l.comm_backend, "all_reduce", 4.0 * m.padded_vocab() * m.n_embd / l.tp, 2);
     p.optimizer = c.host.optimizer_seconds(local, l.lamb, r.threads) * r.slowdown;
     p.other = 0;
     return;
@@ -160,14 +189,7 @@ void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterD
   } else {
     rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
   }
-  if (l.overlap_dp) {
-    double last_bwd = 0, first_fwd = 0;
-    for (int vv = 0; vv < l.virtual_stages; vv++)
-      last_bwd += costs.backward[busy][vv], first_fwd += costs.forward[busy][vv];
-    p.dp_exposed = std::max(0.0, rs - last_bwd) + std::max(0.0, ag - first_fwd);
-  } else {
-    p.dp_exposed = rs + ag;
-  }
+  p.dp_exposed = l.overlap_dp ? zero2_overlap_exposed(p.timeline, l.virtual_stages, rs / v, ag / v) : rs + ag;
   p.optimizer =
       local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) / (c.device.memory_GBps * 1e9 * k.device.mem_eta);
   p.other = l.data_async ? k.host_async_s : k.host_sync_s;
@@ -231,7 +253,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   p.bubble = free_tl.step_s - free_tl.compute_s[busy];
   p.pp_exposed = p.timeline.step_s - free_tl.step_s;
   const double pp_simulated = p.pp_exposed;
-  add_data_parallel(m, l, c, k, costs, busy, p);  // may add the tied-embedding sum to pp_exposed
+  add_data_parallel(m, l, c, k, p);  // may add the tied-embedding sum to pp_exposed
   p.step_s = p.timeline.step_s + (p.pp_exposed - pp_simulated) + p.dp_exposed + p.optimizer + p.other;
   const double tokens = static_cast<double>(l.global_batch) * l.seq;
   p.tokens_per_s = tokens / p.step_s;

@@ -10,13 +10,16 @@
 //  - TP none: every collective on the compute stream; tp-bwd: a backward collective beside the
 //    weight-gradient GEMM next to it (exposed: what it exceeds); tp (MegaScale's chunked overlap,
 //    K = tp_chunks): a collective next to an MLP GEMM exposes 1/K of itself plus what it exceeds
-//    that GEMM, plus K - 1 more launches; the attention path keeps tp-bwd's rule;
+//    that GEMM, plus K - 1 more launches (the parallel block's one gather feeds QKV and FC1 fused,
+//    MegaScale Fig. 3c: both GEMMs hide it); the sequential block's attention path keeps tp-bwd's rule;
 //  - PP decoupled or paired send/recv (step_sim);
-//  - DP: with overlap the reduce-scatter runs beside the stage's last micro-batch's backward and the
-//    all-gather beside its first forward (exposed: what each exceeds); without, both are exposed;
-//    each is issued per model chunk (latency x chunks).
-// MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. The constants
-// (PlanConstants) are NOT calibrated yet.
+//  - DP: issued per model chunk (latency x chunks); with overlap, in the windows the simulated
+//    schedule leaves (a chunk's reduce-scatter after its last backward on the stage, the next step's
+//    all-gathers before each chunk's first forward; exposed: what runs past the pipeline or makes a
+//    forward late); without, both are exposed.
+// MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. PlanConstants'
+// defaults are structural; a cluster's [efficiency] table sets calibrated ones (a100-80g's: fitted
+// by bench/plan_fit_table5.py and bench/plan_fit_megascale.py, checked by test_plan_calibration).
 // A CPU host (kind "cpu", comm_engine "cores") is priced from its measured tables instead
 // (host_cost.h): every collective is CPU work on the compute timeline, so ZeRO-2's reduce-scatter
 // (per bucket of bucket_mb) and all-gather, and the pipeline's sends, are exposed in full; all ranks
@@ -27,10 +30,10 @@
 #include "plan/cluster_desc.h"
 #include "plan/comm_cost.h"  // Link
 #include "plan/memory_model.h"
-#include "plan/op_cost.h"   // DeviceEfficiency
+#include "plan/op_cost.h"    // DeviceEfficiency
 #include "plan/host_cost.h"  // ChunkTimes
 #include "plan/op_graph.h"   // AttentionImpl
-#include "plan/step_sim.h"  // PipelineTimeline
+#include "plan/step_sim.h"   // PipelineTimeline
 
 namespace ms::plan {
 
@@ -80,6 +83,16 @@ struct StepPrediction {
 
 // The memory model's view of a layout (micro-batches per replica m = G / (d b)).
 MemoryLayout memory_layout_of(const PlanLayout& l);
+
+// ZeRO-2 overlapped with the pipeline, per stage, with the windows the runtime's schedule leaves
+// (planner.md §4.4): the NIC reduce-scatters chunk c's gradients from the start of the stage's last
+// backward of chunk c (its buckets fill during it), one chunk at a time in that order (exposed: what
+// runs past the pipeline's end); the next step's all-gathers run from the step's start, chunk by
+// chunk in the order of their first forward, each done by the end of that forward (its later
+// buckets are gathered while its first layers run; exposed: the largest lateness). With one stage
+// and one chunk this is the bucketed rule: max(0, RS - last backward) + max(0, AG - first forward).
+// The slowest stage counts.
+double zero2_overlap_exposed(const PipelineTimeline& tl, int chunks, double rs_chunk, double ag_chunk);
 
 // Throws naming the field for a layout the model or the batch cannot split.
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const ClusterDesc& c, const PlanConstants& k);

@@ -1,6 +1,6 @@
 // test_plan_cli: `megascale plan` as a user runs it: --json prints one object whose time split sums
-// to step_time_s, with mfu, fits_memory, the layout and "calibrated": false (the constants are not
-// fitted yet); MFU is eq. 7's FLOPs over the step at the cluster's peak; the text output names the
+// to step_time_s, with mfu, fits_memory, the layout and "calibrated" (true on the A100 cluster,
+// whose constants are fitted; false on the H100, whose are not); MFU is eq. 7's FLOPs over the step at the cluster's peak; the text output names the
 // same step; without layout flags it searches and its answer is no slower than the published
 // layout's prediction, and planning the answer's layout explicitly gives the same step; bad input
 // is one named error with exit code 1 (an unknown cluster, a layout the model cannot split).
@@ -43,7 +43,7 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   ms::plan::GptShape s;
   s.layers = 96, s.hidden = 12288, s.heads = 128, s.seq = 2048, s.vocab = 64000;
   EXPECT_NEAR(j["mfu"].get<double>(), ms::plan::megatron_flops_per_token(s) * 768 * 2048 / (step * 256 * 312e12), 1e-9);
-  EXPECT_EQ(j["calibrated"], false);
+  EXPECT_EQ(j["calibrated"], true);
   EXPECT_EQ(j["mfu_convention"], "megatron-72");
   EXPECT_TRUE(j["fits_memory"].get<bool>());
   EXPECT_EQ(j["layout"]["dp"], 4);
@@ -54,7 +54,10 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   EXPECT_GT(tr["traceEvents"].size(), 2u * 8 * 192);  // 8 stages x 192 micro-batches x forward + backward
   const auto text = ms::testing::run_cmd(plan(kLayout));
   EXPECT_EQ(text.code, 0) << text.output;
-  EXPECT_NE(text.output.find("NOT calibrated"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("calibrated constants"), std::string::npos) << text.output;
+  const auto h100 = ms::testing::run_cmd(plan(std::string(kLayout) + " --cluster h100-80g"));
+  EXPECT_EQ(h100.code, 0) << h100.output;
+  EXPECT_NE(h100.output.find("NOT calibrated"), std::string::npos) << h100.output;
   EXPECT_NE(text.output.find("dp 4"), std::string::npos) << text.output;
 }
 

@@ -1,5 +1,5 @@
-// test_step_model: the predicted step's structure (its constants are not calibrated yet, so no
-// test here compares a time with a publication):
+// test_step_model: the predicted step's structure, with the default (structural) constants; the
+// calibrated ones are compared with publications in test_plan_calibration:
 //  - the time split sums to the step, and MFU is eq. 7's FLOPs over the step at the peak;
 //  - one stage has no bubble and no pipeline communication; with a negligible LM head the bubble
 //    over the busiest stage's compute is Megatron's (p-1)/(v m);
@@ -60,7 +60,7 @@ TEST(StepModel, TheSplitSumsToTheStepAndMfuIsEquationSeven) {
   EXPECT_NEAR(p.mfu, megatron_flops_per_token(s) * 768 * 2048 / (p.step_s * 256 * 312e12), 1e-12);
   EXPECT_GT(p.bubble, 0);
   EXPECT_TRUE(p.memory.fits);
-  std::printf("uncalibrated, 175B MegaScale layout on 256 A100s: step %.2f s, MFU %.3f\n", p.step_s, p.mfu);
+  std::printf("default constants, 175B MegaScale layout on 256 A100s: step %.2f s, MFU %.3f\n", p.step_s, p.mfu);
 }
 
 TEST(StepModel, BubbleFollowsTheScheduleClosedForm) {
@@ -108,7 +108,7 @@ TEST(StepModel, MegaScaleIsFasterThanTheMegatronBaselineAtEveryScale) {
     const StepPrediction ms_ = predict_step(gpt175(true), layout(true, gpus, batch), a100, constants());
     const StepPrediction mg = predict_step(gpt175(false), layout(false, gpus, batch), a100, constants());
     EXPECT_LT(ms_.step_s, mg.step_s) << gpus;
-    std::printf("uncalibrated, %d GPUs: MegaScale MFU %.3f, Megatron-LM %.3f\n", gpus, ms_.mfu, mg.mfu);
+    std::printf("default constants, %d GPUs: MegaScale MFU %.3f, Megatron-LM %.3f\n", gpus, ms_.mfu, mg.mfu);
   }
 }
 
@@ -150,6 +150,35 @@ TEST(StepModel, LayoutsTheBatchOrModelCannotSplitAreNamed) {
   l = layout(true, 256, 768);
   l.tp = 3;
   ms::testing::expect_error([&] { predict_step(gpt175(true), l, a100, constants()); }, {"128 heads", "tp 3"});
+}
+
+}  // namespace
+
+namespace {
+
+ms::plan::PipelineTimeline timeline_of(const ms::ScheduleSpec& spec, double f, double b) {
+  return ms::plan::simulate_pipeline(ms::build_schedule(spec), ms::plan::PipelineCosts::uniform(spec, f, b));
+}
+
+// ZeRO-2's overlap windows, read off the schedule: one stage and one chunk give the bucketed rule
+// max(0, RS - last backward) + max(0, AG - first forward); with two chunks per stage the chunk whose
+// last backward ends first reduce-scatters under the other's backwards.
+TEST(StepModel, ZeroTwoOverlapWindowsComeFromTheSchedule) {
+  ms::ScheduleSpec one;
+  one.stages = 1, one.virtual_stages = 1, one.micro_batches = 1;
+  const auto t1 = timeline_of(one, 1.0, 2.0);  // forward [0, 1], backward [1, 3]
+  EXPECT_NEAR(ms::plan::zero2_overlap_exposed(t1, 1, 5.0, 0.5), (5.0 - 2.0) + 0.0, 1e-12);
+  EXPECT_NEAR(ms::plan::zero2_overlap_exposed(t1, 1, 1.0, 3.0), 0.0 + (3.0 - 1.0), 1e-12);
+  ms::ScheduleSpec two;
+  two.kind = ms::PipelineScheduleKind::kInterleaved, two.stages = 2, two.virtual_stages = 2, two.micro_batches = 4;
+  const auto t2 = timeline_of(two, 1.0, 2.0);
+  // A reduce-scatter as long as the whole step is exposed by at least the step minus its window.
+  const double rs = t2.step_s;
+  const double exposed = ms::plan::zero2_overlap_exposed(t2, 2, rs, 0.0);
+  EXPECT_LT(exposed, 2 * rs);  // some of it hides under the schedule
+  EXPECT_GT(exposed, rs);      // but two chunks' worth cannot
+  // Gathers shorter than every first forward's end are never late.
+  EXPECT_NEAR(ms::plan::zero2_overlap_exposed(t2, 2, 0.0, 0.25), 0.0, 1e-12);
 }
 
 }  // namespace
