@@ -2,18 +2,27 @@
 #include "plan_calibrate.h"
 
 #include <omp.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/atomic_file.h"  // write_text_atomic
 #include "base/check.h"
+#include "app_paths.h"            // self_executable
 #include "bench_comm.h"           // run_comm_bench
+#include "data/token_shard.h"     // write_token_shard
 #include "kernels/hw_peak.h"      // hardware_peak
 #include "plan/cluster_desc.h"    // parse_cluster_toml
 #include "plan/host_calibrate.h"  // measure_host_compute, fit_comm
@@ -57,6 +66,54 @@ std::map<std::string, std::map<std::string, plan::CommTable>> measure_comm(int r
   return out;
 }
 
+// Peak RSS (MiB) of a command and everything it waited for (wait4's rusage: the largest process).
+double peak_rss_mib(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  MS_CHECK(posix_spawn_file_actions_init(&fa) == 0, "calibrate-host: posix_spawn_file_actions_init");
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  MS_CHECK(rc == 0, "calibrate-host: posix_spawn {}: {}", argv[0], std::strerror(rc));
+  int status = 0;
+  struct rusage ru {};
+  MS_CHECK(wait4(pid, &status, 0, &ru) == pid, "calibrate-host: wait4 {}: {}", argv[0], std::strerror(errno));
+  MS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "calibrate-host: '{}' failed (status {})",
+           fmt::join(argv, " "), status);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+// The process floors: a negligible model trained a few steps alone, and over `ranks` Gloo ranks.
+std::pair<double, double> measure_floors(int ranks) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("megascale-calibrate-floor-{}", ::getpid());
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{dir};
+  std::vector<uint16_t> tokens(20000);
+  for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<uint16_t>((i * 7919) % 128);
+  write_token_shard((dir / "train.bin").string(), tokens);
+  const std::string cfg = (dir / "cfg.toml").string();
+  std::ofstream(cfg) << fmt::format(
+      "[model]\nvocab_size = 128\nn_layer = 1\nn_head = 2\nn_embd = 64\nmax_seq_len = 64\n"
+      "[data]\ntrain = \"{}\"\n[train]\nsteps = 3\nbatch_size = 2\nseq_len = 64\neval_every = 0\n"
+      "sample_tokens = 0\nprogress = \"lines\"\nout_dir = \"{}\"\n[checkpoint]\nevery = 0\n",
+      (dir / "train.bin").string(), (dir / "run").string());
+  const std::string self = self_executable();
+  const double alone = peak_rss_mib({self, "train", cfg, "--train.out_dir=" + (dir / "run1").string()});
+  const double rank = peak_rss_mib({self, "launch", "--nproc", std::to_string(ranks), "--", "train", cfg,
+                                    "--train.out_dir=" + (dir / "run2").string()});
+  return {alone, rank};
+}
+
 }  // namespace
 
 int run_calibrate_host(const CalibrateHostArgs& a) {
@@ -66,10 +123,16 @@ int run_calibrate_host(const CalibrateHostArgs& a) {
   plan::CalibrateOptions co;
   co.cores = cores;
   if (a.quick) co.gemm_dims = {64, 256}, co.attention_seq = {128, 256}, co.repeats = 1;
+  // The floors first, while this process is small: a spawned child's maximum RSS counts the memory
+  // of the process that spawned it (posix_spawn shares it until exec).
+  fmt::print(stderr, "calibrate-host: process floors ...\n");
+  const auto [process_floor, rank_floor] = measure_floors(a.ranks);
   fmt::print(stderr, "calibrate-host: compute tables on {} cores ...\n", cores);
   plan::HostTables h = plan::measure_host_compute(co);
+  h.process_floor_mib = process_floor, h.rank_floor_mib = rank_floor;
   fmt::print(stderr, "calibrate-host: collectives at {} ranks ...\n", a.ranks);
   h.comm = measure_comm(a.ranks, a.quick);
+
   const HardwarePeak peak = hardware_peak(cores);
   const double fp32 = peak.gflops(DType::kF32) / 1e3, bf16 = peak.gflops(DType::kBF16) / 1e3;
   // The node's link, for the GPU-style fields: Gloo's all-gather at its largest size.

@@ -9,7 +9,8 @@
 # (`megascale launch`). For each it prints the planned step time of the very same config and
 # overrides (`megascale plan CFG --overrides --cluster host.toml --gpus R --json`) against the
 # measured median step (steps 3..N of log.jsonl), the error, and the planned time split beside
-# the run's segment timers (rank 0's records: forward, backward, optimizer; the rest of the step).
+# the run's segment timers (rank 0's records: forward, backward, optimizer; the rest of the step),
+# and the planned memory per rank beside the largest rank's peak RSS (/usr/bin/time).
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the
 # bench_plan markers. Timing stays out of tests (DEVELOPERS.md); this is where it is checked.
 #
@@ -67,14 +68,16 @@ run() {  # name ranks overrides...
   local name=$1 ranks=$2; shift 2
   local out="$OUTDIR/$name.txt" cmd=("$BIN")
   [[ $ranks -gt 1 ]] && cmd+=(launch --nproc "$ranks" --)
-  "${cmd[@]}" train "$OUTDIR/cfg.toml" --train.out_dir="$OUTDIR/$name" "$@" >"$out" 2>&1 ||
+  /usr/bin/time -f "%M" -o "$OUTDIR/$name.rss" "${cmd[@]}" train "$OUTDIR/cfg.toml" --train.out_dir="$OUTDIR/$name" "$@" >"$out" 2>&1 ||
     { echo "run $name failed:"; tail -20 "$out"; exit 1; }
   "$BIN" plan "$OUTDIR/cfg.toml" "$@" --cluster "$HOST" --gpus "$ranks" --json >"$OUTDIR/$name.plan.json" ||
     { echo "plan $name failed"; exit 1; }
   local line
-  line=$("$PY" - "$name" "$OUTDIR/$name" "$OUTDIR/$name.plan.json" <<'PYEOF'
+  line=$("$PY" - "$name" "$OUTDIR/$name" "$OUTDIR/$name.plan.json" "$OUTDIR/$name.rss" <<'PYEOF'
 import json, statistics, sys
 name, run, plan = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+rss = float(open(sys.argv[4]).read().split()[-1]) / 1024  # MiB: the largest process (a rank)
+mem = plan["memory_per_device_gib"]["total"] * 1024
 steps = [json.loads(l) for l in open(run + "/log.jsonl") if '"loss"' in l][2:]
 meas = statistics.median(s["step_ms"] for s in steps)
 rec = [json.loads(l) for l in open(run + "/records/rank-00000.jsonl")]
@@ -84,9 +87,10 @@ fwd, bwd, opt = seg("forward"), seg("backward"), seg("optimizer")
 p = plan["step_time_s"] * 1e3
 sp = {k: v * 1e3 for k, v in plan["time_split_s"].items()}
 comp = sp["compute"] + sp["recompute"] + sp["tp_exposed"]
-print("| %s | %.0f | %.0f | %+.1f%% | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f bubble, %.0f pp, %.0f dp |" % (
+print("| %s | %.0f | %.0f | %+.1f%% | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f bubble, %.0f pp, %.0f dp | %.0f | %.0f | %+.1f%% |" % (
     name, p, meas, 100.0 * (p - meas) / meas, comp, fwd + bwd, sp["optimizer"], opt,
-    p - comp - sp["optimizer"], meas - fwd - bwd - opt, sp["bubble"], sp["pp_exposed"], sp["dp_exposed"]))
+    p - comp - sp["optimizer"], meas - fwd - bwd - opt, sp["bubble"], sp["pp_exposed"], sp["dp_exposed"],
+    mem, rss, 100.0 * (mem - rss) / rss))
 PYEOF
 )
   echo "$line"
@@ -98,9 +102,9 @@ run "dp 2" 2 --parallel.dp=2
 run "tp 2" 2 --parallel.tp=2
 run "pp 2 1f1b" 2 --parallel.pp=2 --train.grad_accum=4
 run "pp 2 interleaved" 2 --parallel.pp=2 --parallel.schedule=interleaved --parallel.virtual_stages=2 --train.grad_accum=4
-TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); the README's model (4 layers, C=256, V=50257), B=$B, T=$T, Gloo; measured: median step over steps 3..$STEPS; planned: \`megascale plan\` of the same config on this host's calibrated file. Split columns: planned / measured ms (compute = forward + backward on rank 0; rest = the step less forward, backward and optimizer).
-| run | planned ms | measured ms | error | compute | optimizer | rest | planned rest |
-|---|---|---|---|---|---|---|---|"
+TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); the README's model (4 layers, C=256, V=50257), B=$B, T=$T, Gloo; measured: median step over steps 3..$STEPS; planned: \`megascale plan\` of the same config on this host's calibrated file. Split columns: planned / measured ms (compute = forward + backward on rank 0; rest = the step less forward, backward and optimizer); memory: planned per rank against the largest rank's peak RSS.
+| run | planned ms | measured ms | error | compute | optimizer | rest | planned rest | planned MiB | peak RSS MiB | error |
+|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${ROWS[@]}"; do TABLE+=$'\n'"$r"; done
 echo "$TABLE"
 if [[ $WRITE_DOC == 1 ]]; then

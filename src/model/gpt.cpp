@@ -108,6 +108,46 @@ BlockParams GPT::block_params(float* base, int l) const {
   return b;
 }
 
+namespace {
+
+// Elements of GPT::assign_activations' fp32 buffer and of its bf16 one, from the arguments alone.
+std::pair<size_t, size_t> activation_elements(const ModelConfig& cfg, int maxB, int maxT, DType precision,
+                                              const ModelShard& shard, int slots) {
+  const size_t P = shard.parts, N = static_cast<size_t>(maxB) * maxT, C = cfg.n_embd, Cl = C / P, Fl = 4 * C / P;
+  const size_t Vl = static_cast<size_t>(cfg.padded_vocab()) / P, NHl = cfg.n_head / P;
+  const size_t L = shard.end_layer(cfg.n_layer) - shard.layer_begin;
+  const bool rows_exchanged = P > 1 && shard.seq_sharded, par = cfg.parallel_block(), bf16 = precision == DType::kBF16;
+  const bool split = P > 1, head = shard.has_head(cfg.n_layer);
+  const size_t n = rows_exchanged ? N / P : N;
+  size_t block = 2 * n + N * 3 * Cl + N * Cl + N * NHl + N * Fl + n * C;  // ln1 stats, qkv, atty, lse, fch, out
+  if (!bf16) block += N * C + N * Fl;                                     // ln1, fch_gelu
+  if (!par) block += n * C + 2 * n + (bf16 ? 0 : N * C);                  // res_att, ln2 stats, ln2
+  size_t slot = n * C + L * block + (head ? N * C + 2 * n + N * Vl + N : 0);
+  size_t f32 = slots * slot + (rows_exchanged ? n * C : 0) + (bf16 ? N * C * (par ? 1 : 2) : 0);
+  if (split && head) f32 += 3 * N;
+  if (split) f32 += N * C + n * C;
+  f32 += n * C + (rows_exchanged ? N * C : 0) + N * C + N * 3 * Cl + N * Cl + N * Fl;
+  size_t b16 = 0;
+  if (bf16) {
+    const size_t per_slot = N * (C + Cl + (par ? 0 : C) + Fl) * L + (head ? N * C + N * Vl : 0);
+    b16 = per_slot * slots + N * std::max(C, Fl) + N * 3 * Cl;
+  }
+  return {f32, b16};
+}
+
+}  // namespace
+
+GPT::Footprint GPT::planned_footprint(const ModelConfig& cfg, int maxB, int maxT, DType precision,
+                                      const ModelShard& shard, int activation_slots) {
+  Footprint f;
+  f.params = f.grads = build_param_layout(cfg, shard).total;
+  const size_t Vl = static_cast<size_t>(cfg.padded_vocab()) / shard.parts;
+  f.logits = shard.has_head(cfg.n_layer) ? static_cast<size_t>(maxB) * maxT * Vl * activation_slots : 0;
+  const auto [f32, b16] = activation_elements(cfg, maxB, maxT, precision, shard, activation_slots);
+  f.activations = f32 + b16 / 2;
+  return f;
+}
+
 void GPT::assign_activations() {
   const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_, Cl = Cl_, Fl = Fl_, Vl = Vl_;
   const size_t n = rows_exchanged_ ? N / shard_.parts : N;
@@ -159,6 +199,9 @@ void GPT::assign_activations() {
   want(&dln_, N * C); want(&dqkv_, N * 3 * Cl); want(&datty_, N * Cl); want(&dfch_, N * Fl);
   size_t total = 0;
   for (const auto& w : plan) total += w.second;
+  const auto planned = activation_elements(cfg_, maxB_, maxT_, precision_, shard_, static_cast<int>(slots_.size()));
+  MS_CHECK(total == planned.first, "GPT: {} fp32 activation elements, planned_footprint says {}", total,
+           planned.first);
   acts_.resize(total, device());
   float* p = acts_.data();
   for (const auto& [ptr, count] : plan) { *ptr = p; p += count; }
@@ -179,6 +222,8 @@ void GPT::assign_activations() {
     const size_t per_slot16 = per_block16 * L_ + (has_head_ ? N * C + N * Vl : 0);
     const size_t dout_max = N * std::max(C, Fl);
     acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl, device());
+    MS_CHECK(acts_bf16_.size() == planned.second, "GPT: {} bf16 activation elements, planned_footprint says {}",
+             acts_bf16_.size(), planned.second);
     bf16_t* q = acts_bf16_.data();
     auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
     for (ActSlot& sl : slots_) {

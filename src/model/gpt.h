@@ -202,6 +202,10 @@ class GPT {
     size_t params = 0, grads = 0, logits = 0, activations = 0;  // activations: fp32 + bf16 buffers, in fp32 elements
   };
   Footprint footprint() const;
+  // The same, planned without building the model (the planner's memory of a CPU run): what a GPT of
+  // these arguments would allocate. The constructor checks its own buffers against it.
+  static Footprint planned_footprint(const ModelConfig& cfg, int maxB, int maxT, DType precision,
+                                     const ModelShard& shard = {}, int activation_slots = 1);
 
   // Model FLOPs of one training token: model/flops.h.
 

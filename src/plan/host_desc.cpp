@@ -159,6 +159,8 @@ void HostTables::validate(const std::string& where) const {
   ascending(threads, "threads");
   ascending(gemm_dims, "gemm_dims");
   ascending(attention_seq, "attention_seq");
+  MS_CHECK(process_floor_mib > 0 && rank_floor_mib > 0,
+           "{}: [host] process_floor_mib and rank_floor_mib: missing or not > 0", where);
   const size_t D = gemm_dims.size();
   for (int t : threads) {
     const auto it = by_threads.find(t);
@@ -208,12 +210,19 @@ HostTables parse_host_tables(const toml::table& t, const std::string& where) {
         h.gemm_dims = numbers(&v, where + " [host]", key);
       } else if (key == "attention_seq") {
         h.attention_seq = numbers(&v, where + " [host]", key);
+      } else if (key == "process_floor_mib") {
+        h.process_floor_mib = number(&v, where + " [host]", key);
+      } else if (key == "rank_floor_mib") {
+        h.rank_floor_mib = number(&v, where + " [host]", key);
       } else if (key.size() > 1 && key[0] == 't' && v.is_table()) {
         const int n = std::atoi(key.c_str() + 1);
         MS_CHECK(n > 0, "{}: [host.{}]: expected t<threads>", where, key);
         parse_thread_table(*v.as_table(), fmt::format("{} [host.{}]", where, key), h.by_threads[n]);
       } else {
-        MS_FAIL("{}: [host] unknown key '{}' (threads, gemm_dims, attention_seq, t<threads> tables)", where, key);
+        MS_FAIL(
+            "{}: [host] unknown key '{}' (threads, gemm_dims, attention_seq, process_floor_mib, rank_floor_mib, "
+            "t<threads> tables)",
+            where, key);
       }
     }
   }
@@ -248,6 +257,9 @@ std::string host_tables_toml(const HostTables& h) {
   o << "]\n";
   o << "gemm_dims = " << array_text(h.gemm_dims) << "  # M, N and K of the GEMM tables (index (iM D + iN) D + iK)\n";
   o << "attention_seq = " << array_text(h.attention_seq) << "  # sequence lengths of the attention tables\n";
+  o << fmt::format("process_floor_mib = {:.6g}  # peak RSS of a negligible model's training, alone\n",
+                   h.process_floor_mib);
+  o << fmt::format("rank_floor_mib = {:.6g}  # the same per rank of megascale launch over Gloo\n", h.rank_floor_mib);
   for (const auto& [t, x] : h.by_threads) {
     o << fmt::format("\n[host.t{}]  # {} thread(s) per rank\n", t, t);
     for (const auto& [k, v] : x.gemm) o << "gemm_" << k << " = " << array_text(v) << "\n";

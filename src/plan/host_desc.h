@@ -47,6 +47,9 @@ struct HostTables {
   std::vector<int> threads;       // measured thread counts, ascending
   std::vector<double> gemm_dims;  // grid of M, N and K, ascending
   std::vector<double> attention_seq;
+  // Peak RSS of a training process whose model is negligible (libraries, threads, loader): one
+  // process alone, and one rank of `megascale launch` over Gloo (its communication buffers added).
+  double process_floor_mib = 0, rank_floor_mib = 0;
   std::map<int, HostThreadTables> by_threads;
   std::map<std::string, std::map<std::string, CommTable>>
       comm;  // backend -> "all_reduce", "reduce_scatter", "all_gather"

@@ -64,6 +64,11 @@ MemoryEstimate estimate_memory(const GptShape& m, const MemoryLayout& l, const C
     stages.push_back(e);
   }
   MemoryEstimate e = stages[0].total() >= stages[1].total() ? stages[0] : stages[1];
+  finish_estimate(e, c);
+  return e;
+}
+
+void finish_estimate(MemoryEstimate& e, const ClusterDesc& c) {
   const std::vector<std::pair<const char*, double>> terms = {{"params", e.params},
                                                              {"grads", e.grads},
                                                              {"optimizer", e.optimizer},
@@ -73,7 +78,6 @@ MemoryEstimate estimate_memory(const GptShape& m, const MemoryLayout& l, const C
                 return a.second < b.second;
               })->first;
   e.fits = e.total() <= c.device.memory_gib * 1024.0 * 1024.0 * 1024.0;
-  return e;
 }
 
 }  // namespace ms::plan

@@ -46,5 +46,7 @@ struct MemoryEstimate {
 double stage_params(const GptShape& m, const MemoryLayout& l, int stage);
 // Throws naming the field when the layout cannot split the model (pp not dividing the layers, ...).
 MemoryEstimate estimate_memory(const GptShape& m, const MemoryLayout& l, const ClusterDesc& c);
+// Sets `largest` and `fits` from the terms.
+void finish_estimate(MemoryEstimate& e, const ClusterDesc& c);
 
 }  // namespace ms::plan

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "parallel/pp/pp_schedule.h"
+#include "plan/host_memory.h"  // host_memory
 #include "plan/model_math.h"
 
 namespace ms::plan {
@@ -261,7 +262,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   const double share = host ? std::min(1.0, static_cast<double>(hr.threads) / c.device.cores) : 1.0;
   p.mfu = megatron_flops_per_token(shape_of(m, l.seq)) * p.tokens_per_s /
           (static_cast<double>(l.tp) * l.pp * l.dp * c.peak_flops(l.precision) * share);
-  p.memory = estimate_memory(shape_of(m, l.seq), memory_layout_of(l), c);
+  p.memory = host ? host_memory(m, l, c) : estimate_memory(shape_of(m, l.seq), memory_layout_of(l), c);
   return p;
 }
 

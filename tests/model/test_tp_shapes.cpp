@@ -101,3 +101,23 @@ TEST(TpShapes, PartsThatDoNotDivideTheModelAreRefused) {
 }
 
 }  // namespace
+
+// planned_footprint (the planner's view of a CPU run's memory) is what a GPT of the same arguments
+// allocates, for every block, precision, tensor-parallel split, pipeline chunk and slot count.
+TEST(TpShapes, PlannedFootprintIsWhatTheModelAllocates) {
+  for (BlockKind block : {BlockKind::kSequential, BlockKind::kParallel})
+    for (DType prec : {DType::kF32, DType::kBF16})
+      for (const ModelShard& shard : {ModelShard{}, ModelShard{2, 1, true}, ModelShard{2, 0, false},
+                                      ModelShard{1, 0, false, 0, 1}, ModelShard{2, 0, true, 1, -1}})
+        for (int slots : {1, 3}) {
+          const ModelConfig m = small(block);
+          const GPT::Footprint built = GPT(m, 2, 16, prec, shard, slots).footprint();
+          const GPT::Footprint planned = GPT::planned_footprint(m, 2, 16, prec, shard, slots);
+          EXPECT_EQ(planned.params, built.params);
+          EXPECT_EQ(planned.grads, built.grads);
+          EXPECT_EQ(planned.logits, built.logits);
+          EXPECT_EQ(planned.activations, built.activations)
+              << dtype_name(prec) << " parts " << shard.parts << " layers " << shard.layer_begin << ".."
+              << shard.layer_end << " slots " << slots;
+        }
+}

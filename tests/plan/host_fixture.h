@@ -29,7 +29,8 @@ inline std::string host_toml(double gemm, double attention, double mem, double a
       "memory_gib = 16\nmemory_GBps = {m}\ncores = {c}\ncomm_engine = \"cores\"\n"
       "[node]\ndevices_per_node = 2\nintra_GBps = 1\nintra_latency_us = 10\n"
       "[network]\nnics_per_node = 1\nnic_Gbps = 8\ninter_latency_us = 10\nhosts_per_switch = 1\n"
-      "[host]\nthreads = [{t}]\ngemm_dims = [64, 256]\nattention_seq = [128, 256]\n{tables}"
+      "[host]\nthreads = [{t}]\ngemm_dims = [64, 256]\nattention_seq = [128, 256]\n"
+      "process_floor_mib = 200\nrank_floor_mib = 220\n{tables}"
       "[comm.gloo]\nall_gather = {op}\nreduce_scatter = {op}\nall_reduce = {op}\n",
       fmt::arg("m", mem), fmt::arg("c", cores), fmt::arg("t", cores == 1 ? "1" : fmt::format("1, {}", cores)),
       fmt::arg("tables", t), fmt::arg("op", op));
