@@ -15,7 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <omp.h>
+
 #include "base/atomic_file.h"  // write_text_atomic
+#include "kernels/matmul.h"     // sgemm (busy rows)
 #include "base/check.h"
 #include "base/log.h"  // make_named_logger
 #include "comm/comm_env.h"       // CommEnv
@@ -98,9 +101,19 @@ void check_result(const std::string& op, const std::vector<float>& got, int rank
   }
 }
 
+// A compute burst as a training step's: an OpenMP sgemm of about a millisecond on the rank's threads.
+void compute_burst() {
+  static std::vector<float> a(384 * 384, 0.5f), b(384 * 384, 0.25f), c(384 * 384);
+  for (int i = 0; i < 4; i++) sgemm(false, false, 384, 384, 384, 1.0f, a.data(), 384, b.data(), 384, 0.0f, c.data(), 384);
+}
+
 // Times one collective on the world group: warm-up (checked), then iters timed runs. Returns the
 // median over iterations of the slowest rank's time, in seconds; bytes = NCCL-tests "size".
-double time_op(Communicator& world, const std::string& op, size_t bytes, int warmup, int iters, size_t& size_out) {
+// busy: each timed run follows a compute burst instead of a barrier, as a tensor-parallel
+// collective follows a GEMM in training: the time includes the ranks' arrival skew and the wait for
+// the communication thread to get a core.
+double time_op(Communicator& world, const std::string& op, size_t bytes, int warmup, int iters, size_t& size_out,
+               bool busy = false) {
   const int n = world.size(), r = world.rank();
   const size_t count = bytes / sizeof(float);
   const size_t shard = count / (size_t)n;
@@ -131,7 +144,8 @@ double time_op(Communicator& world, const std::string& op, size_t bytes, int war
   std::vector<float> times((size_t)iters);
   for (int i = 0; i < iters; i++) {
     prepare();
-    world.barrier();
+    if (busy) compute_burst();
+    else world.barrier();
     const auto t0 = Clock::now();
     run();
     times[(size_t)i] = (float)seconds_since(t0);
@@ -225,6 +239,21 @@ void run_comm_bench_worker(const CommBenchWorkerOptions& opt) {
                                   {"busbw_GBps", algbw * factor}});
       }
   }
+  if (opt.bandwidth && opt.busy) {  // the same collectives right after compute, threads as training picks
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / std::max(1, env.local_world_size)));
+    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"})
+      for (size_t bytes : sizes) {
+        size_t size = 0;
+        const double t = time_op(world, op, bytes, opt.warmup, opt.iters, size, /*busy=*/true);
+        const double algbw = (double)size / t / 1e9;
+        const double factor = std::string(op) == "all_reduce" ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+        result["rows"].push_back({{"op", std::string(op) + "_busy"},
+                                  {"bytes", size},
+                                  {"time_us", t * 1e6},
+                                  {"algbw_GBps", algbw},
+                                  {"busbw_GBps", algbw * factor}});
+      }
+  }
   world.barrier();
   if (world.rank() == 0) {
     if (opt.out.empty()) {
@@ -254,6 +283,7 @@ int run_comm_bench(const CommBenchOptions& opt) {
                                   "--iters", std::to_string(opt.iters), "--warmup", std::to_string(opt.warmup),
                                   "--out", out};
     if (!bandwidth) a.push_back("--no-bandwidth");
+    if (opt.busy) a.push_back("--busy");
     return a;
   };
 

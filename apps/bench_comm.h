@@ -8,7 +8,9 @@
 // an iteration's time is the slowest rank's, and a row reports the median. Bandwidths follow
 // NCCL-tests: algbw = size / time, where size is the whole buffer (all_reduce's buffer,
 // reduce_scatter's input, all_gather's output); busbw = algbw * 2(n-1)/n for all_reduce and
-// algbw * (n-1)/n for reduce_scatter and all_gather. Rank 0 writes its results as JSON for the
+// algbw * (n-1)/n for reduce_scatter and all_gather. With busy, the same ops again as "<op>_busy"
+// rows, each run following an sgemm burst on the rank's share of the cores instead of a barrier
+// (what a tensor-parallel collective costs inside a step). Rank 0 writes its results as JSON for the
 // parent, which prints one table and optionally writes all rows as JSON.
 #pragma once
 #include <cstddef>
@@ -18,14 +20,15 @@
 namespace ms {
 
 struct CommBenchOptions {
-  std::vector<int> ranks = {8, 16, 32};            // rank counts of the start-up rows
+  std::vector<int> ranks = {8, 16, 32};  // rank counts of the start-up rows
   std::vector<std::string> stores = {"file", "redis"};
-  std::string sizes = "4K..64M";                   // see parse_byte_sizes
-  int iters = 10;                                  // timed iterations per (op, size)
-  int warmup = 2;                                  // untimed (checked) iterations before them
-  bool bandwidth_all = false;  // bandwidth rows for every rank count (default: the smallest only)
-  bool mpi = false;            // also bandwidth rows on MPI (mpirun -np N, smallest rank count)
-  std::string json_path;       // write every row here as JSON (empty: no file)
+  std::string sizes = "4K..64M";  // see parse_byte_sizes
+  int iters = 10;                 // timed iterations per (op, size)
+  int warmup = 2;                 // untimed (checked) iterations before them
+  bool bandwidth_all = false;     // bandwidth rows for every rank count (default: the smallest only)
+  bool mpi = false;               // also bandwidth rows on MPI (mpirun -np N, smallest rank count)
+  bool busy = false;              // also "<op>_busy" rows: each collective right after a compute burst
+  std::string json_path;          // write every row here as JSON (empty: no file)
 };
 
 // Runs the benchmark and prints the table; returns 0, or 1 when a configuration failed (the others
@@ -37,6 +40,7 @@ struct CommBenchWorkerOptions {
   int iters = 10;
   int warmup = 2;
   bool bandwidth = true;  // false: start-up only
+  bool busy = false;      // also "<op>_busy" rows (CommBenchOptions::busy)
   std::string backend;    // "" : from the environment (CommEnv::from_environment); else forced
   std::string out;        // rank 0 writes its results here as JSON ("" : print them)
 };

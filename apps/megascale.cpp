@@ -80,12 +80,14 @@ void add_bench(CLI::App& app, ms::CommBenchOptions& opt, ms::CommBenchWorkerOpti
   cmd->add_option("--warmup", opt.warmup, "checked warm-up iterations")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_flag("--bandwidth-all", opt.bandwidth_all, "bandwidth rows for every rank count (default: the smallest)");
   cmd->add_flag("--mpi", opt.mpi, "also bandwidth rows on MPI (mpirun -np <smallest>)");
+  cmd->add_flag("--busy", opt.busy, "also each collective right after a compute burst (<op>_busy rows)");
   cmd->add_option("--json", opt.json_path, "also write every row to this JSON file");
   CLI::App* wk = bench->add_subcommand("comm-worker", "one rank of `bench comm` (started by it)")->group("");
   wk->add_option("--sizes", w.sizes);
   wk->add_option("--iters", w.iters);
   wk->add_option("--warmup", w.warmup);
   wk->add_flag("!--no-bandwidth", w.bandwidth);
+  wk->add_flag("--busy", w.busy);
   wk->add_option("--backend", w.backend);
   wk->add_option("--out", w.out);
 }

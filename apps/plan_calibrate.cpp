@@ -47,7 +47,7 @@ std::string cpu_name() {
 std::map<std::string, std::map<std::string, plan::CommTable>> measure_comm(int ranks, bool quick) {
   const fs::path json = fs::temp_directory_path() / fmt::format("megascale-calibrate-{}.json", ::getpid());
   CommBenchOptions o;
-  o.ranks = {ranks}, o.stores = {"file"}, o.mpi = true, o.json_path = json.string();
+  o.ranks = {ranks}, o.stores = {"file"}, o.mpi = true, o.busy = true, o.json_path = json.string();
   o.sizes = quick ? "16K..4M" : "16K..64M", o.iters = quick ? 3 : 8;
   MS_CHECK(run_comm_bench(o) == 0, "calibrate-host: the collective benchmark failed (see above)");
   std::ifstream f(json);

@@ -27,8 +27,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // `copies` workers, each on its own std::thread with `threads` OpenMP threads, run `work` together
-// (warm-up, then `repeats` timed rounds started at a barrier); the median over rounds of the
-// slowest copy's seconds.
+// (warm-up, then `repeats` timed rounds started at a barrier, each of as many calls as fill about
+// 5 ms, so that short kernels are not timer noise); the median over rounds of the slowest copy's
+// seconds per call.
 double concurrent_seconds(int copies, int threads, int repeats, const std::function<void(int copy)>& setup,
                           const std::function<void(int copy)>& work) {
   std::vector<std::vector<double>> times(copies);
@@ -41,11 +42,15 @@ double concurrent_seconds(int copies, int threads, int repeats, const std::funct
     omp_set_num_threads(threads);
     setup(c);
     work(c);  // warm-up (and oneDNN's primitive creation)
+    const auto w0 = Clock::now();
+    work(c);
+    const double once = std::chrono::duration<double>(Clock::now() - w0).count();
+    const int calls = static_cast<int>(std::clamp(std::ceil(5e-3 / std::max(once, 1e-7)), 1.0, 1000.0));
     for (int r = 0; r < repeats; r++) {
       barrier(r + 1);
       const auto t0 = Clock::now();
-      work(c);
-      times[c].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      for (int k = 0; k < calls; k++) work(c);
+      times[c].push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
     }
   };
   std::vector<std::thread> pool;

@@ -12,7 +12,7 @@
 //    sequence length, rows B x s >= 4096;
 //  - LayerNorm, bias-GeLU, fused cross-entropy and a triad in the planner's byte accounting;
 //  - AdamW and LAMB with the gradient's sum of squares, per parameter.
-// Each number is the median of timed repetitions after a warm-up. The collectives ([comm]) are
+// Each number is the median of timed repetitions (each of enough calls to last ~5 ms) after a warm-up. The collectives ([comm]) are
 // measured by the app (`megascale bench comm`'s workers).
 #pragma once
 #include <string>
@@ -26,7 +26,7 @@ struct CalibrateOptions {
   int cores = 0;                                          // 0: omp_get_num_procs()
   std::vector<double> gemm_dims = {64, 256, 1024, 4096};  // M, N and K
   std::vector<double> attention_seq = {128, 512, 2048};
-  int repeats = 3;   // timed repetitions per number (median)
+  int repeats = 5;   // timed repetitions per number (median)
   bool bf16 = true;  // also bf16 tables (where the CPU has bf16 GEMMs)
 };
 

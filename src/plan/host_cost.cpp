@@ -21,6 +21,12 @@ std::string kernel_of(const std::string& name, bool backward) {
   return "stream";
 }
 
+// A tensor-parallel collective follows compute: the busy measurement when the host file has it.
+std::string busy(const HostTables& h, const std::string& backend, const char* op) {
+  const std::string b = std::string(op) + "_busy";
+  return h.has_collective(backend, b) ? b : op;
+}
+
 double op_time(const PlanOp& op, bool backward, const HostRank& r, const HostTables& h) {
   switch (op.cls) {
     case OpClass::kGemm:
@@ -46,8 +52,8 @@ ChunkTimes host_chunk_times(const std::vector<PlanOp>& ops, const HostRank& r, c
     if (op.cls == OpClass::kCollective && r.tp > 1 && op.name != "ag-for-wgrad") {
       const char* cf = collective_op(op.fwd_coll);
       const char* cb = collective_op(op.bwd_coll);
-      f = cf ? h.collective_seconds(r.backend, cf, op.coll_bytes, r.tp) : 0;
-      b = cb ? h.collective_seconds(r.backend, cb, op.coll_bytes, r.tp) : 0;
+      f = cf ? h.collective_seconds(r.backend, busy(h, r.backend, cf), op.coll_bytes, r.tp) : 0;
+      b = cb ? h.collective_seconds(r.backend, busy(h, r.backend, cb), op.coll_bytes, r.tp) : 0;
       t.tp += f + b;
     }
     t.fwd += f, t.bwd += b;

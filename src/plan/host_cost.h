@@ -6,7 +6,8 @@
 //  - activations stay fp32 (bf16 is a GEMM-operand format only), so element-wise bytes and
 //    tensor-parallel messages count 4 B per element;
 //  - tensor-parallel collectives are CPU work on the same cores (comm_engine "cores"): each one
-//    costs its full alpha-beta time on the compute timeline, chunked or not, and the backward
+//    costs its full measured time on the compute timeline (the "_busy" one, measured right after
+//    compute, when the host file has it), chunked or not, and the backward
 //    mirrors the forward (a gather's gradient is a reduce-scatter and vice versa; the gathered
 //    input is kept for the weight gradient, so no second all-gather);
 //  - recomputation repeats the layers' forward operations (full) or the attention core (selective).

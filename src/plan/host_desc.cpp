@@ -121,6 +121,11 @@ double HostTables::kernel_rate_GBps(int t, const std::string& kernel) const {
   return it->second;
 }
 
+bool HostTables::has_collective(const std::string& backend, const std::string& op) const {
+  const auto b = comm.find(backend);
+  return b != comm.end() && b->second.count(op) > 0;
+}
+
 double HostTables::optimizer_seconds(double params, bool lamb, int t) const {
   const HostThreadTables& x = at(t);
   return params * (lamb ? x.lamb_ns_per_param : x.adamw_ns_per_param) * 1e-9;
@@ -130,12 +135,14 @@ double HostTables::collective_seconds(const std::string& backend, const std::str
   if (n <= 1 || bytes <= 0) return 0;
   const auto b = comm.find(backend);
   MS_CHECK(b != comm.end(), "plan: the host file has no [comm.{}] (re-run megascale plan --calibrate-host)", backend);
-  const bool send = op == "send";
-  const auto f = b->second.find(send ? "all_gather" : op);
-  MS_CHECK(f != b->second.end(), "plan: the host file's [comm.{}] has no {}", backend, send ? "all_gather" : op);
+  const bool send = op == "send" || op == "send_busy";
+  const std::string key = op == "send" ? "all_gather" : op == "send_busy" ? "all_gather_busy" : op;
+  const auto f = b->second.find(key);
+  MS_CHECK(f != b->second.end(), "plan: the host file's [comm.{}] has no {}", backend, key);
   const CommTable& c = f->second;
   if (send) bytes *= 2, n = 2;
-  const auto factor = [&](int k) { return op == "all_reduce" ? 2.0 * (k - 1) / k : (k - 1.0) / k; };
+  const bool ar = key.rfind("all_reduce", 0) == 0;
+  const auto factor = [&](int k) { return ar ? 2.0 * (k - 1) / k : (k - 1.0) / k; };
   // The bus bytes per rank fix the time: the measured group's buffer that moves as many.
   const double x = bytes * factor(n) / factor(c.ranks);
   double us = 0;
@@ -234,8 +241,11 @@ HostTables parse_host_tables(const toml::table& t, const std::string& where) {
       MS_CHECK(ops.is_table(), "{}: [comm.{}] must be a table", where, backend);
       for (auto&& [o, f] : *ops.as_table()) {
         const std::string op(o.str()), key = fmt::format("[comm.{}] {}", backend, op);
-        MS_CHECK(op == "all_reduce" || op == "reduce_scatter" || op == "all_gather",
-                 "{}: {}: unknown collective (all_reduce, reduce_scatter, all_gather)", where, key);
+        const bool busy = op.size() > 5 && op.compare(op.size() - 5, 5, "_busy") == 0;
+        const std::string base = busy ? op.substr(0, op.size() - 5) : op;
+        MS_CHECK(base == "all_reduce" || base == "reduce_scatter" || base == "all_gather",
+                 "{}: {}: unknown collective (all_reduce, reduce_scatter, all_gather, each optionally _busy)", where,
+                 key);
         MS_CHECK(f.is_table(), "{}: {}: expected {{ ranks = ..., bytes = [...], us = [...] }}", where, key);
         CommTable c;
         c.ranks = static_cast<int>(number(f.as_table()->get("ranks"), where, key + ".ranks"));

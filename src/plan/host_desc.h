@@ -12,7 +12,7 @@
 //    in the planner's byte accounting (op_graph.h: passes x rows x width x 4 B);
 //  - the optimizer pass (AdamW, LAMB) with the gradient norm, nanoseconds per parameter;
 //  - collectives per backend (gloo, mpi) on this host's ranks: `megascale bench comm`'s median
-//    times by message size, interpolated in log-log (clamped below the smallest size, linear in
+//    times by message size, each after a barrier and ("<op>_busy") right after a compute burst, interpolated in log-log (clamped below the smallest size, linear in
 //    the size beyond the largest), scaled by nccl-tests' bus factor for another group size.
 // Guarantees: a loaded table passed validate() (every rate > 0, grids ascending, sizes consistent),
 // errors name the file, the key and the reason; a lookup outside the grid is clamped, never
@@ -67,8 +67,9 @@ struct HostTables {
   double optimizer_seconds(double params, bool lamb, int threads) const;
   // A collective of `bytes` (the whole buffer, as nccl-tests counts it) over n ranks; "send" is a
   // point-to-point transfer (priced as an all-gather of twice the bytes over 2 ranks: each rank
-  // sends its half).
+  // sends its half). "<op>_busy": the same measured right after compute (the calibration's busy rows).
   double collective_seconds(const std::string& backend, const std::string& op, double bytes, int n) const;
+  bool has_collective(const std::string& backend, const std::string& op) const;
 
   // Throws naming `where`, the key and the reason.
   void validate(const std::string& where) const;

@@ -243,7 +243,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   PipelineCosts free = costs;
   if (l.pp > 1)
     costs.activation_s = costs.gradient_s =
-        host ? c.host.collective_seconds(l.comm_backend, "send", act, 2) : p2p_seconds(act, pp_link);
+        host ? c.host.collective_seconds(
+                   l.comm_backend, c.host.has_collective(l.comm_backend, "all_gather_busy") ? "send_busy" : "send", act,
+                   2)
+             : p2p_seconds(act, pp_link);
   StepPrediction p;
   p.timeline = simulate_pipeline(sch, costs);
   const PipelineTimeline free_tl = simulate_pipeline(sch, free);
