@@ -1,4 +1,4 @@
-// host_fixture: a synthetic CPU host file for the planner's tests: every table constant (GEMMs at
+// host_fixture: a small model and a synthetic CPU host file for the planner's tests: every table constant (GEMMs at
 // `gemm` GFLOP/s forward and backward, attention at `attention`, every element-wise kernel at
 // `mem` GB/s, AdamW at `adamw` ns per parameter), so a step's time has a closed form; collectives
 // of `comm_us` microseconds at 1 MiB and twice that at 2 MiB (2 ranks measured).
@@ -7,7 +7,16 @@
 
 #include <fmt/format.h>
 
+#include "config/model_config.h"  // ModelConfig
+
 namespace ms::testing {
+
+// A two-layer GPT small enough to build in a test.
+inline ModelConfig small_plan_model() {
+  ModelConfig m;
+  m.n_layer = 2, m.n_embd = 64, m.n_head = 2, m.vocab_size = 128, m.max_seq_len = 128;
+  return m;
+}
 
 inline std::string host_toml(double gemm, double attention, double mem, double adamw, double comm_us, int cores = 2) {
   const std::string g8 = fmt::format("[{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}]", gemm);

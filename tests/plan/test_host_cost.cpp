@@ -18,11 +18,7 @@ namespace {
 
 using namespace ms::plan;
 
-ms::ModelConfig small_model() {
-  ms::ModelConfig m;
-  m.n_layer = 2, m.n_embd = 64, m.n_head = 2, m.vocab_size = 128, m.max_seq_len = 128;
-  return m;
-}
+ms::ModelConfig small_model() { return ms::testing::small_plan_model(); }
 
 constexpr double kGemm = 100, kAtt = 50, kMem = 10, kAdam = 2, kCommUs = 100;
 
