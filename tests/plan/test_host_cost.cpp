@@ -5,7 +5,8 @@
 // collectives from the comm table (buckets of bucket_mb, the parameter all-gather, the tied
 // embedding's token rows) and nothing to the compute of a rank; tensor parallelism charges every
 // collective of the op list in full (no overlap on CPU cores, no second all-gather for the weight
-// gradient); ranks x threads above the cores slow compute down by that factor.
+// gradient), at the busy rows' times (measured right after compute) when the host file has them;
+// ranks x threads above the cores slow compute down by that factor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,6 +102,22 @@ TEST(HostCost, OversubscribedCoresSlowComputeDown) {
   const StepPrediction over = predict_step(m, l, c, plan_constants(c));
   EXPECT_NEAR(over.compute, 2 * fair.compute, 1e-12);
   EXPECT_NEAR(over.dp_exposed, fair.dp_exposed, 1e-12);
+}
+
+}  // namespace
+
+namespace {
+
+// With "<op>_busy" rows in the host file (collectives timed right after compute), tensor-parallel
+// collectives are priced with them: 21 collectives at the busy row's 300 us instead of 100 us.
+TEST(HostCost, TensorParallelUsesTheBusyCollectivesWhenMeasured) {
+  std::string text = ms::testing::host_toml(kGemm, kAtt, kMem, kAdam, kCommUs);
+  const std::string busy = "{ ranks = 2, bytes = [1048576, 2097152], us = [300, 600] }";
+  text += "all_gather_busy = " + busy + "\nreduce_scatter_busy = " + busy + "\nall_reduce_busy = " + busy + "\n";
+  const ClusterDesc c = parse_cluster_toml(text, "host");
+  PlanLayout l = one_rank();
+  l.tp = 2;
+  EXPECT_NEAR(predict_step(small_model(), l, c, plan_constants(c)).tp_exposed, 21 * 300e-6, 1e-12);
 }
 
 }  // namespace
