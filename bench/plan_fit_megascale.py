@@ -3,8 +3,9 @@
 Table 3 (nine ablation rows, 175B on 256 A100s) and Table 2 (the visible rows: 256-1,024 GPUs at
 batch 768, 12,288 at 6144; Megatron-LM and MegaScale), with stage 1's compute constants
 (bench/plan_fit_table5.py) held fixed. A grid over the communication and kernel constants that these
-rows isolate: NVLink's and the NIC's large-message efficiency (TP; PP and DP) and FlashAttention-2's
-share of the peak (row 7). Presets as planner.md §8.4 fixes them: Megatron-LM = sequential block,
+rows isolate: NVLink's and the NIC's large-message efficiency (TP; PP and DP), FlashAttention-2's
+share of the peak (row 7) and the compute slowdown while overlapped DP traffic runs (gamma: the rows
+whose step shrinks at a fixed batch). Presets as planner.md §8.4 fixes them: Megatron-LM = sequential block,
 full attention, SP, selective recomputation, ZeRO-2, tp-bwd overlap, paired p2p, unfused kernels,
 sync data, Adam; MegaScale = parallel block, sliding window 1024, no recomputation, tp/pp/dp
 overlap, FlashAttention, async data, LAMB; the Table 3 rows add one technique at a time
@@ -17,7 +18,7 @@ import argparse, itertools, json, math, os, subprocess, tempfile
 
 STAGE1 = {"gemm_eta_inf": 0.8, "attention_eta": 0.2, "mem_eta": 0.9, "host_sync_s": 0.05,
           "optimizer_bytes_per_param": 56}
-GRID = {"intra_eta": [0.4, 0.5, 0.6], "nic_eta": [0.6, 0.8], "flash_eta": [0.55, 0.7]}
+GRID = {"intra_eta": [0.4, 0.5, 0.6], "nic_eta": [0.6, 0.8], "flash_eta": [0.55, 0.7], "overlap_gamma": [0.0, 0.15, 0.25, 0.4]}
 F = 72 * 96 * 12288 ** 2 * (1 + 2048 / (6 * 12288) + 64000 / (12 * 96 * 12288))  # eq. 7
 # name, block, sliding, overlap, kernels, data, optimizer, recompute, gpus, batch, published MFU %
 T3 = [("T3.1 Megatron-LM", "sequential", 0, "tp-bwd", "megatron", "sync", "adam", "selective", 47.7),

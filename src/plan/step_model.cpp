@@ -110,6 +110,7 @@ PlanConstants plan_constants(const ClusterDesc& c) {
   set("optimizer_bytes_per_param", k.optimizer_bytes_per_param);
   set("host_sync_s", k.host_sync_s);
   set("host_async_s", k.host_async_s);
+  set("overlap_gamma", k.overlap_gamma);
   return k;
 }
 
@@ -191,6 +192,8 @@ void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterD
     rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
   }
   p.dp_exposed = l.overlap_dp ? zero2_overlap_exposed(p.timeline, l.virtual_stages, rs / v, ag / v) : rs + ag;
+  // What hides under compute still slows it: the collectives' kernels take SMs and memory bandwidth.
+  p.dp_exposed += k.overlap_gamma * std::max(0.0, rs + ag - p.dp_exposed);
   p.optimizer =
       local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) / (c.device.memory_GBps * 1e9 * k.device.mem_eta);
   p.other = l.data_async ? k.host_async_s : k.host_sync_s;

@@ -66,6 +66,7 @@ struct PlanConstants {
   double intra_half_bytes = 1 << 20, nic_half_bytes = 4 << 20;  // message size at half of it
   double optimizer_bytes_per_param = 32;                        // Adam's pass over the shard (LAMB: x 1.25)
   double host_sync_s = 0, host_async_s = 0;                     // host time per step on the critical path
+  double overlap_gamma = 0;  // compute slowdown while an overlapped DP collective runs beside it (planner.md §4.4 γ)
 };
 
 // The planner's constants for a cluster: the defaults above, overridden by its [efficiency] table.

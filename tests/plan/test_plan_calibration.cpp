@@ -4,8 +4,7 @@
 // here and is refitted deliberately:
 //  - Korthikanti et al. (MLSys'23) Table 5, eight DP-1 iteration times: within 5% each;
 //  - MegaScale (NSDI'24) Table 3's nine ablation rows and Table 2's visible rows (Megatron-LM and
-//    MegaScale at 256-1,024 and 12,288 GPUs): within 3 MFU points each, except MegaScale at 1,024
-//    GPUs, predicted 4.2 points high (documented in docs/performance.md; tolerance 4.5 there);
+//    MegaScale at 256-1,024 and 12,288 GPUs): within 3 MFU points each;
 //  - MegaScale faster than Megatron-LM at every scale.
 // MFU is eq. 7's FLOPs over the predicted step at 312 TFLOP/s, the papers' convention.
 #include <gtest/gtest.h>
@@ -101,7 +100,7 @@ TEST(PlanCalibration, MegaScaleTable2WithinThreePointsAndFasterAtEveryScale) {
   const Row rows[] = {{256, 768, 53.0, 65.3, 3.0},
                       {512, 768, 49.9, 63.5, 3.0},
                       {768, 768, 46.7, 61.3, 3.0},
-                      {1024, 768, 44.7, 59.0, 4.5},
+                      {1024, 768, 44.7, 59.0, 3.0},
                       {12288, 6144, 41.2, 55.2, 3.0}};
   for (const Row& r : rows) {
     const double mg = mfu(kMegatron, r.gpus, r.batch), ms_ = mfu(kMegaScale, r.gpus, r.batch);
