@@ -46,7 +46,7 @@ struct NetworkDesc {
 
 // [efficiency] (optional): calibrated constants of the planner by name (step_model.h
 // plan_constants: gemm_eta_inf, gemm_k_half, attention_eta, flash_eta, mem_eta, launch_us, intra_eta, nic_eta,
-// intra_half_MB, nic_half_MB, optimizer_bytes_per_param, host_sync_s, host_async_s); absent ones
+// intra_half_MB, nic_half_MB, optimizer_bytes_per_param, host_sync_s, host_async_s, overlap_gamma); absent ones
 // keep the planner's defaults. Efficiencies (*_eta*) lie in (0, 1], the others are >= 0.
 using EfficiencyTable = std::map<std::string, double>;
 

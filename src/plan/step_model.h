@@ -16,7 +16,9 @@
 //  - DP: issued per model chunk (latency x chunks); with overlap, in the windows the simulated
 //    schedule leaves (a chunk's reduce-scatter after its last backward on the stage, the next step's
 //    all-gathers before each chunk's first forward; exposed: what runs past the pipeline or makes a
-//    forward late); without, both are exposed.
+//    forward late), plus overlap_gamma x the hidden part (the compute beside it runs slower: the
+//    collectives' kernels take SMs and memory bandwidth), all counted as dp_exposed; without, both
+//    are exposed.
 // MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. PlanConstants'
 // defaults are structural; a cluster's [efficiency] table sets calibrated ones (a100-80g's: fitted
 // by bench/plan_fit_table5.py and bench/plan_fit_megascale.py, checked by test_plan_calibration).
