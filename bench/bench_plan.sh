@@ -9,7 +9,7 @@
 # (`megascale launch`). For each it prints the planned step time of the very same config and
 # overrides (`megascale plan CFG --overrides --cluster host.toml --gpus R --json`) against the
 # measured median step (steps 3..N of log.jsonl), the error, and the planned time split beside
-# the run's segment timers (rank 0's records: forward, backward, optimizer; the rest of the step),
+# the run's segment timers (the busiest rank's records: forward, backward, optimizer; the rest of the step),
 # and the planned memory per rank beside the largest rank's peak RSS (/usr/bin/time).
 # Prints the CPU and a markdown table and writes it into docs/performance.md between the
 # bench_plan markers. Timing stays out of tests (DEVELOPERS.md); this is where it is checked.
@@ -80,8 +80,13 @@ rss = float(open(sys.argv[4]).read().split()[-1]) / 1024  # MiB: the largest pro
 mem = plan["memory_per_device_gib"]["total"] * 1024
 steps = [json.loads(l) for l in open(run + "/log.jsonl") if '"loss"' in l][2:]
 meas = statistics.median(s["step_ms"] for s in steps)
-rec = [json.loads(l) for l in open(run + "/records/rank-00000.jsonl")]
-segs = [r["ms"] for r in rec if r.get("type") == "step"][2:]
+import glob
+def segments(path):
+    rec = [json.loads(l) for l in open(path)]
+    return [r["ms"] for r in rec if r.get("type") == "step"][2:]
+# The busiest rank's records (the plan's split is the busiest stage's): the most forward + backward.
+segs = max((segments(p) for p in sorted(glob.glob(run + "/records/rank-*.jsonl"))),
+           key=lambda s: statistics.median(x.get("forward", 0.0) + x.get("backward", 0.0) for x in s))
 seg = lambda k: statistics.median(s.get(k, 0.0) for s in segs)
 fwd, bwd, opt = seg("forward"), seg("backward"), seg("optimizer")
 p = plan["step_time_s"] * 1e3
@@ -102,7 +107,7 @@ run "dp 2" 2 --parallel.dp=2
 run "tp 2" 2 --parallel.tp=2
 run "pp 2 1f1b" 2 --parallel.pp=2 --train.grad_accum=4
 run "pp 2 interleaved" 2 --parallel.pp=2 --parallel.schedule=interleaved --parallel.virtual_stages=2 --train.grad_accum=4
-TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); the README's model (4 layers, C=256, V=50257), B=$B, T=$T, Gloo; measured: median step over steps 3..$STEPS; planned: \`megascale plan\` of the same config on this host's calibrated file. Split columns: planned / measured ms (compute = forward + backward on rank 0; rest = the step less forward, backward and optimizer); memory: planned per rank against the largest rank's peak RSS.
+TABLE="CPU: $CPU, $(nproc) cores; $(date +%Y-%m-%d); the README's model (4 layers, C=256, V=50257), B=$B, T=$T, Gloo; measured: median step over steps 3..$STEPS; planned: \`megascale plan\` of the same config on this host's calibrated file. Split columns: planned / measured ms (compute = forward + backward on the busiest rank; rest = the step less forward, backward and optimizer); memory: planned per rank against the largest rank's peak RSS.
 | run | planned ms | measured ms | error | compute | optimizer | rest | planned rest | planned MiB | peak RSS MiB | error |
 |---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${ROWS[@]}"; do TABLE+=$'\n'"$r"; done
