@@ -105,8 +105,8 @@ std::pair<double, double> measure_floors(int ranks) {
   std::ofstream(cfg) << fmt::format(
       "[model]\nvocab_size = 128\nn_layer = 1\nn_head = 2\nn_embd = 64\nmax_seq_len = 64\n"
       "[data]\ntrain = \"{}\"\n[train]\nsteps = 3\nbatch_size = 2\nseq_len = 64\neval_every = 0\n"
-      "sample_tokens = 0\nprogress = \"lines\"\nout_dir = \"{}\"\n[checkpoint]\nevery = 0\n",
-      (dir / "train.bin").string(), (dir / "run").string());
+      "sample_tokens = 0\nprogress = \"lines\"\n[checkpoint]\nevery = 0\n",
+      (dir / "train.bin").string());
   const std::string self = self_executable();
   const double alone = peak_rss_mib({self, "train", cfg, "--train.out_dir=" + (dir / "run1").string()});
   const double rank = peak_rss_mib({self, "launch", "--nproc", std::to_string(ranks), "--", "train", cfg,

@@ -56,7 +56,7 @@ std::string array_text(const std::vector<double>& v) {
 
 void parse_thread_table(const toml::table& t, const std::string& where, HostThreadTables& out) {
   for (auto&& [k, v] : t) {
-    const std::string key(k.str()), name = where + " " + key;
+    const std::string key(k.str());
     if (key.rfind("gemm_", 0) == 0) {
       out.gemm[key.substr(5)] = numbers(&v, where, key);
     } else if (key.rfind("attention_", 0) == 0) {
