@@ -14,15 +14,17 @@
 # 5. logs and JSON under $OUT; the kernel table, then the training table (bench/gpu_train_table.py) last.
 # Every step's timeout is cut to what is left of a 470 s budget (a step with under 20 s left is
 # skipped and says so), so the whole script stays under 8 minutes and a rerun fits the lease.
+# `check.sh quick`: the prelude, the tests and the Brown run only (no benchmarks).
 # Exit status: 0 all green, 1 a test or run failed, 2 no .gpu, 3 the ABI gate.
 set -uo pipefail
+mode="${1:-full}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 OUT="${OUT:-/tmp/megascale-gpu-out}"
 mkdir -p "$OUT"
 t0=$(date +%s)
 stamp() { echo "--- $1 (+$(( $(date +%s) - t0 )) s)"; }
-budget=470
+budget=${MS_GPU_BUDGET:-470}
 # limit PLANNED: the timeout for the next step, at most what is left of the budget (0: skip it).
 limit() { local left=$(( budget - ($(date +%s) - t0) )); [ "$left" -lt 20 ] && { echo 0; return; }; echo $(( $1 < left ? $1 : left )); }
 [ -d .gpu/bin ] || { echo "check.sh: no .gpu/bin: run scripts/gpu/build_carry.sh first and carry .gpu"; exit 2; }
@@ -33,14 +35,18 @@ mkdir -p "$rt"
 for f in .gpu/debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" "$rt"; done
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || echo /nonexistent)
 cublas=$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/x86_64-linux/lib/ "$site/nvidia/" -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-MS_LD="$rt/usr/lib/x86_64-linux-gnu:$rt/lib/x86_64-linux-gnu:$rt/usr/lib${cublas:+:$(dirname "$cublas")}"
+# NCCL: the image's (torch's nvidia-nccl-cu13 wheel, or the toolkit's); ours is too large to carry.
+nccl=$(find "$site/nvidia/" /usr/local/cuda/lib64/ /usr/lib/x86_64-linux-gnu/ -name 'libnccl.so.2*' 2>/dev/null | head -1)
+MS_LD="$rt/usr/lib/x86_64-linux-gnu:$rt/lib/x86_64-linux-gnu:$rt/usr/lib${cublas:+:$(dirname "$cublas")}${nccl:+:$(dirname "$nccl")}"
 ld_env="LD_LIBRARY_PATH=$MS_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ms() { env "$ld_env" "$@"; }
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 || echo "no nvidia-smi"
   grep -E '^(PRETTY_NAME|VERSION_ID)=' /etc/os-release; ldd --version | head -1; nproc
-  echo "cublasLt: ${cublas:-not found}"
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1
+  echo "cublasLt: ${cublas:-not found}"; echo "nccl: ${nccl:-not found}"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())' 2>&1
+  nvidia-smi --query-gpu=compute_mode,mig.mode.current --format=csv,noheader 2>&1 | sed 's/^/compute mode, MIG: /'
+  echo "mps: $(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin 2>/dev/null | grep -i mps || echo none)"
 } | tee "$OUT/env.txt"
 for b in .gpu/bin/*; do
   [ -f "$b" ] || continue  # share/: the tokenizer tables beside the binary
@@ -88,6 +94,7 @@ PY
   fi
 fi
 
+if [ "$mode" = quick ]; then echo "check.sh quick: exit $status after $(( $(date +%s) - t0 )) s"; exit $status; fi
 # GPT-2 124M training, megascale and PyTorch on this card, interleaved (megascale bf16 again last: drift).
 blog="$OUT/train_bench.log"
 shape="--model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.vocab_size=50257 --model.max_seq_len=1024 --train.seq_len=1024 --train.batch_size=16"
