@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>   // fflush
 #include <cstdlib>  // getenv
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -96,6 +97,10 @@ void add_selfcheck_command(CLI::App& app, SelfCheckArgs& a) {
   cmd->add_option("--size-mb", a.size_mb, "MiB all-reduced per bandwidth iteration")
       ->check(CLI::Range(0.001, 4096.0))->capture_default_str();
   cmd->add_option("--iters", a.iters, "timed bandwidth all-reduces")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu, or cuda: the GEMM through cuBLASLt and the all-reduced buffers in GPU "
+                  "memory (GPU local_rank; MEGASCALE_BACKEND=nccl, or gloo / mpi through pinned host staging)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, Device>{{"cpu", Device::kCpu}, {"cuda", Device::kCuda}}))
+      ->capture_default_str();
 }
 
 int run_selfcheck_command(const CLI::App& app, const SelfCheckArgs& a) {
@@ -114,19 +119,25 @@ int run_selfcheck(const SelfCheckArgs& a) {
     CommEnv env = CommEnv::from_environment();
     r.rank = env.rank, r.world = env.world_size, r.host_index = env.host_index;
     deadline.set_progress(r);
+    if (a.device == Device::kCuda) select_cuda_device(env.local_rank);  // a named error without a GPU
     if (do_collective) {
       CollectiveCheckOptions opt;
       // MEGASCALE_FAULT selfcheck:host=H (obs/fault_injection.h, which announces it): rank+2 instead of rank+1.
       opt.inject_fault = r.host_index >= 0 && fault_fails_selfcheck(r.host_index);
       opt.bench_bytes = static_cast<size_t>(a.size_mb * (1 << 20)) / sizeof(float) * sizeof(float);
       opt.bench_iters = a.iters;
+      opt.device = a.device;
       env.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000.0));
       std::unique_ptr<Communicator> world = init_world(env);
       r.rank = world->rank(), r.world = world->size();
       r.collective = run_collective_check(*world, opt);
       deadline.set_progress(r);
     }
-    if (do_gemm) r.gemm = run_gemm_check(GemmCheckOptions{});
+    if (do_gemm) {
+      GemmCheckOptions g;
+      g.device = a.device;
+      r.gemm = run_gemm_check(g);
+    }
   } catch (const CommError& e) {
     // A communication failure: publish and end at once (a timed-out MPI collective may still own a
     // buffer; peers may be gone, so nothing is waited for).

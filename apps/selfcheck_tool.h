@@ -12,6 +12,8 @@
 #pragma once
 #include <string>
 
+#include "base/device.h"  // Device
+
 namespace CLI {
 class App;
 }
@@ -25,6 +27,7 @@ struct SelfCheckArgs {
   double timeout_s = 20;    // rendezvous and per-op deadline of the collective check
   double size_mb = 4;       // bandwidth all-reduce buffer (MiB)
   int iters = 8;            // timed bandwidth all-reduces
+  Device device = Device::kCpu;  // cuda: both checks on the GPU (selfcheck.h)
 };
 
 // Adds the `selfcheck` subcommand to `app`, filling `a`.

@@ -5,21 +5,23 @@
 # shared-library closure (glibc, libstdc++ and the CUDA libraries left out: the GPU machine has its
 # own) are fetched with `apt-get download` into .gpu/debs/. The lent machine has no network and none
 # of our Debian dependencies; check.sh unpacks the .debs into /tmp/rt there.
-# Then: run(command="bash scripts/gpu/check.sh", carry=[".gpu"], timeout_s=420).
+# Then: run(command="bash scripts/gpu/check.sh comm", carry=[".gpu"], timeout_s=480) (check.sh's modes).
 # Builds through flock /tmp/ms-build.lock (shared build machine). MS_JOBS sets -j (default 2);
 # MS_SKIP_BUILD=1 packs what build-gpu/ already holds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 build=build-gpu
-targets="test_cuda_kernels test_cuda_training test_device bench_cuda_kernels bench_train megascale"
+targets="test_cuda_kernels test_cuda_training test_device bench_cuda_kernels bench_train megascale test_cuda_comm \
+test_cuda_selfcheck test_cuda_layouts test_cuda_checkpoint comm_check"
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 [ "${MS_SKIP_BUILD:-0}" = 1 ] || flock /tmp/ms-build.lock sh -c "cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGASCALE_WITH_MPI=OFF -DMEGASCALE_WITH_CUDA=ON >/dev/null && cmake --build $build -j${MS_JOBS:-2} --target $targets"
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/debs
-for t in $targets; do
-  objcopy --strip-debug "$build/$t" ".gpu/bin/$t"
+for t in $targets; do  # the test tools (comm_check) live in tools/; the tests find them beside themselves
+  src="$build/$t"; [ -f "$src" ] || src="$build/tools/$t"
+  objcopy --strip-debug "$src" ".gpu/bin/$t"
 done
 # The tokenizer tables beside the binary (sampling) and the Brown corpus of the README's run.
 mkdir -p .gpu/bin/share && cp -r "$build/share/megascale" .gpu/bin/share/

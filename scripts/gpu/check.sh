@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# check.sh: the GPU check of issue 24 (CUDA kernels; the model and optimizer on the GPU), the one
-# prepared command a lent GPU machine runs over .gpu/ (made here by scripts/gpu/build_carry.sh):
-#   run(command="bash scripts/gpu/check.sh", carry=[".gpu"], timeout_s=540)
+# check.sh: the GPU check of issues 24 and 25, the one prepared command a lent GPU machine runs over
+# .gpu/ (made here by scripts/gpu/build_carry.sh):
+#   run(command="bash scripts/gpu/check.sh comm", carry=[".gpu"], timeout_s=480)
+# Modes: `quick` (1, 2, 4), `comm` (1, 2, 3: issue 25's check, about 5 minutes), `full` (everything).
 # 1. prelude: the carried .debs unpacked into /tmp/rt (never into /); LD_LIBRARY_PATH set for our
-#    binaries only (not for python3), with cuBLASLt from the machine's CUDA / torch wheels; probes
-#    of nvidia-smi, the OS and torch; an `ldd -r` gate (a missing library or symbol stops here);
-# 2. the GPU tests (test_device, test_cuda_kernels: every CUDA kernel against the CPU kernel;
-#    test_cuda_training: GPU training against the CPU run, rerun bits, no allocation after step 1,
-#    training state moved between devices);
-# 3. bench_cuda_kernels, then bench/torch_ops_cuda.py on the same card (the kernel table);
-# 4. GPT-2 124M (T 1024, B 16) training: bench_train --train.device=cuda in bf16 and fp32, PyTorch
-#    (torch_gpt.py --device cuda) compiled and eager, megascale bf16 again (drift);
-# 5. logs and JSON under $OUT; the kernel table, then the training table (bench/gpu_train_table.py) last.
-# Every step's timeout is cut to what is left of a 470 s budget (a step with under 20 s left is
-# skipped and says so), so the whole script stays under 8 minutes and a rerun fits the lease.
-# `check.sh quick`: the prelude, the tests and the Brown run only (no benchmarks).
+#    binaries only (not for python3), with cuBLASLt and NCCL from the machine's CUDA / torch wheels;
+#    probes of nvidia-smi, the OS, torch and its NCCL, the compute mode and MPS; an `ldd -r` gate (a
+#    missing library or symbol stops here);
+# 2. the GPU tests of issue 24 (test_device, test_cuda_kernels: every CUDA kernel against the CPU
+#    kernel; test_cuda_training: GPU training against the CPU run, rerun bits, no allocation after
+#    step 1, training state moved between devices);
+# 3. communication on GPU buffers (issue 25): test_cuda_comm (NCCL at world size 1: every op and
+#    dtype, groups, a deadline; staged Gloo with 2 and 4 processes sharing the GPU; event ordering),
+#    test_cuda_selfcheck, test_cuda_layouts (dp2, tp2, pp2, pp2 interleaved, dp2 x tp2 against the
+#    one-GPU run, itself against the CPU run; the delayed-gradient ordering test),
+#    test_cuda_checkpoint (exact resume from GPU state; the stage-1 stall against a synchronous
+#    save), and `megascale selfcheck --device cuda` on NCCL and in two processes over staged Gloo;
+# 4. the README's Brown run on the GPU, then GPT-2 124M (T 1024, B 16) training: bench_train
+#    --train.device=cuda in bf16 and fp32, PyTorch (torch_gpt.py --device cuda) compiled and eager,
+#    megascale bf16 again (drift); bench_cuda_kernels and bench/torch_ops_cuda.py (full mode only);
+# 5. logs under $OUT (at most 8 files come back); the tables last.
+# Every step's timeout is cut to what is left of the budget (MS_GPU_BUDGET seconds, default 470; a
+# step with under 20 s left is skipped and says so), so the script stays under 8 minutes and a rerun
+# fits the lease.
 # Exit status: 0 all green, 1 a test or run failed, 2 no .gpu, 3 the ABI gate.
 set -uo pipefail
 mode="${1:-full}"
@@ -59,13 +67,45 @@ done
 stamp tests
 status=0
 log="$OUT/tests.log"
-timeout 60 env "$ld_env" .gpu/bin/test_device --gtest_output="json:$OUT/device.json" > "$log" 2>&1 || status=1
-timeout "$(limit 150)" env "$ld_env" .gpu/bin/test_cuda_kernels --gtest_output="json:$OUT/kernels.json" >> "$log" 2>&1 || status=1
+js() { [ "$mode" = full ] && echo "--gtest_output=json:$OUT/$1.json"; }  # JSON for the full mode's tables only
+timeout 60 env "$ld_env" .gpu/bin/test_device $(js device) > "$log" 2>&1 || status=1
+timeout "$(limit 150)" env "$ld_env" .gpu/bin/test_cuda_kernels $(js kernels) >> "$log" 2>&1 || status=1
 tlog="$OUT/training_test.log"
-timeout "$(limit 120)" env "$ld_env" OMP_NUM_THREADS=8 .gpu/bin/test_cuda_training --gtest_output="json:$OUT/training.json" > "$tlog" 2>&1 || status=1
+timeout "$(limit 120)" env "$ld_env" OMP_NUM_THREADS=8 .gpu/bin/test_cuda_training $(js training) > "$tlog" 2>&1 || status=1
 grep -E '^\[measured\]|Failure|Expected|Which is|^\[  (PASSED|FAILED|SKIPPED) ' "$tlog" | tail -30
 grep -E 'seed|rel L2 [0-9.e-]+$|differ in bits|^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error' "$log" |
   awk '/rel L2/ { split($0, a, "rel L2 "); if (a[2] + 0 > worst) { worst = a[2] + 0; w = $0 } next } { print } END { if (w) print "worst rel L2:" w }' | tail -40
+
+# Communication on GPU buffers (issue 25): the tests, then the self-check as the driver runs it.
+comm_part() {
+  stamp "communication on GPU buffers"
+  local clog="$OUT/comm.log" l t
+  : > "$clog"
+  for t in test_cuda_comm test_cuda_selfcheck test_cuda_layouts test_cuda_checkpoint; do
+    l=$(limit 170)
+    if [ "$l" = 0 ]; then echo "skipped: $t (budget)" | tee -a "$clog"; status=1; continue; fi
+    echo "=== $t (+$(( $(date +%s) - t0 )) s)" >> "$clog"
+    timeout "$l" env "$ld_env" OMP_NUM_THREADS=2 .gpu/bin/$t >> "$clog" 2>&1 || { echo "$t failed"; status=1; }
+  done
+  stamp "megascale selfcheck --device cuda"
+  local sdir=/tmp/ms-selfcheck; rm -rf "$sdir"; mkdir -p "$sdir"
+  { timeout 60 env "$ld_env" MEGASCALE_BACKEND=nccl .gpu/bin/megascale selfcheck --device cuda 2>&1 | tail -1
+    for r in 0 1; do
+      timeout 90 env "$ld_env" MEGASCALE_BACKEND=gloo RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MEGASCALE_STORE=file:$sdir/store \
+        MEGASCALE_RUN_ID=sc .gpu/bin/megascale selfcheck --device cuda > "$sdir/out.$r" 2>&1 &
+    done
+    wait; tail -qn1 "$sdir"/out.*; } | tee -a "$clog" > "$OUT/selfcheck.log"
+  grep -q '"ok":false\|"ok": false' "$OUT/selfcheck.log" && { echo "a selfcheck failed"; status=1; }
+  grep -c '"ok":true\|"ok": true' "$OUT/selfcheck.log" | grep -qx 3 || { echo "selfcheck: want 3 ok results"; status=1; }
+}
+comm_table() {
+  echo "=== issue 25: communication on GPU buffers ($(head -2 "$OUT/env.txt" | tail -1 | cut -d, -f1))"
+  grep -E '^\[measured\]|vs .*: losses within' "$OUT/comm.log"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]' "$OUT/comm.log" | sed -E 's/^\[ +([A-Z]+) +\] /\1  /' | sort -u
+  sed 's/^/selfcheck: /' "$OUT/selfcheck.log" | cut -c1-200
+}
+if [ "$mode" = comm ] || [ "$mode" = full ]; then comm_part; fi
+if [ "$mode" = comm ]; then comm_table; echo "check.sh comm: exit $status after $(( $(date +%s) - t0 )) s"; exit $status; fi
 
 # The README's Brown run on the GPU (bf16): it must learn as the CPU run does (the README's CPU
 # bf16 run ends at a validation loss of 6.31 nats; accepted within 0.15). Run folder in /tmp, its
@@ -124,5 +164,6 @@ PYTHONUNBUFFERED=1 timeout "$(limit 70)" python3 bench/torch_ops_cuda.py --out "
 stamp table
 python3 bench/gpu_table.py "$OUT/ms_kernels.jsonl" "$OUT/torch_ops.jsonl" --tests "$OUT/device.json" "$OUT/kernels.json" | tee "$OUT/table.txt"
 (cd bench && python3 gpu_train_table.py "$OUT/ms_train.jsonl" "$OUT/torch_train.jsonl" --tests "$OUT/training.json") | tee "$OUT/train_table.txt"
+comm_table
 echo "check.sh: exit $status after $(( $(date +%s) - t0 )) s"
 exit $status

@@ -36,6 +36,8 @@ bool cuda_built() { return false; }
 bool cuda_available() { return false; }
 std::string cuda_unavailable_reason() { return "built without MEGASCALE_WITH_CUDA"; }
 DeviceInfo cuda_device_info() { return {}; }
+int select_cuda_device(int) { no_cuda("select_cuda_device"); }
+void bind_selected_device() {}
 Stream stream_create() { no_cuda("stream_create"); }
 void stream_destroy(Stream) {}
 void stream_sync(Stream) { no_cuda("stream_sync"); }
@@ -45,6 +47,7 @@ void event_record(Event, Stream) { no_cuda("event_record"); }
 void stream_wait(Stream, Event) { no_cuda("stream_wait"); }
 float event_elapsed_ms(Event, Event) { no_cuda("event_elapsed_ms"); }
 void event_sync(Event) { no_cuda("event_sync"); }
+bool event_query(Event) { no_cuda("event_query"); }
 void device_sync() { no_cuda("device_sync"); }
 void* device_malloc(size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -52,6 +55,15 @@ void* device_malloc(size_t bytes) {
 }
 void device_free(void*) {}
 size_t device_allocations() { return 0; }
+void* pinned_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  no_cuda("pinned_alloc");
+}
+void pinned_free(void*) {}
+void pin_host_memory(void* p, size_t bytes) {
+  if (p && bytes) no_cuda("pin_host_memory");
+}
+void unpin_host_memory(void*) {}
 void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t bytes, Stream) {
   if (dd == Device::kCuda || sd == Device::kCuda) no_cuda("copy_bytes");
   if (bytes) std::memcpy(dst, src, bytes);

@@ -31,6 +31,14 @@ bool cuda_available();                  // built, and at least one device opens 
 std::string cuda_unavailable_reason();  // "" when available
 // Throws a named ms::Error unless `d` can be used here (cpu always; cuda: built and available).
 void require_device(Device d);
+// Makes GPU (local_rank modulo the GPUs this process sees) the calling thread's current device,
+// for the process's first CUDA work (one GPU per local rank; several ranks share one when there are
+// fewer GPUs). Returns the device index.
+int select_cuda_device(int local_rank);
+// Makes the device select_cuda_device chose the calling thread's current device (CUDA's current
+// device is per thread): threads that start CUDA work of their own (communication, checkpoint
+// copies) call it first. No-op when none was selected or without CUDA.
+void bind_selected_device();
 // Name, SMs, clock (kHz) and memory of device 0 ("" fields when unavailable); for reports.
 struct DeviceInfo {
   std::string name;
@@ -50,11 +58,22 @@ void event_record(Event e, Stream s);
 void stream_wait(Stream s, Event e);
 float event_elapsed_ms(Event start, Event stop);  // stop must have completed (event_sync)
 void event_sync(Event e);
+// True when the work the event records has completed (cudaEventQuery), never blocks; a CUDA error
+// other than "not ready" throws.
+bool event_query(Event e);
 void device_sync();
 
 void* device_malloc(size_t bytes);  // cudaMalloc; counted; bytes == 0 gives nullptr
 void device_free(void* p);          // nullptr is fine
 size_t device_allocations();        // cudaMalloc calls so far in this process
+// Page-locked host memory (cudaMallocHost): the host side of asynchronous copies (communication
+// staging, checkpoint snapshots). bytes == 0 gives nullptr; pinned_free(nullptr) is fine.
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+// Page-locks / releases existing host memory (cudaHostRegister), e.g. a buffer that device copies
+// target; nullptr or 0 bytes: nothing.
+void pin_host_memory(void* p, size_t bytes);
+void unpin_host_memory(void* p);
 
 // Copies `bytes` between host and device memory (either side either device); async on `s` when a
 // side is the device (the host side should then stay alive until the stream is synchronised).

@@ -64,6 +64,25 @@ DeviceInfo cuda_device_info() {
   return d;
 }
 
+namespace {
+std::atomic<int> g_selected{-1};  // select_cuda_device's choice
+}  // namespace
+
+int select_cuda_device(int local_rank) {
+  require_device(Device::kCuda);
+  int n = 0;
+  MS_CUDA_CHECK(cudaGetDeviceCount(&n));
+  const int d = (local_rank % n + n) % n;
+  MS_CUDA_CHECK(cudaSetDevice(d));
+  g_selected.store(d);
+  return d;
+}
+
+void bind_selected_device() {
+  const int d = g_selected.load();
+  if (d >= 0) MS_CUDA_CHECK(cudaSetDevice(d));
+}
+
 Stream stream_create() {
   cudaStream_t s = nullptr;
   MS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -89,6 +108,12 @@ float event_elapsed_ms(Event start, Event stop) {
   return ms;
 }
 void event_sync(Event e) { MS_CUDA_CHECK(cudaEventSynchronize(ev(e))); }
+bool event_query(Event e) {
+  const cudaError_t r = cudaEventQuery(ev(e));
+  if (r == cudaErrorNotReady) return false;
+  MS_CUDA_CHECK(r);
+  return true;
+}
 void device_sync() { MS_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 void* device_malloc(size_t bytes) {
@@ -114,6 +139,35 @@ void device_free(void* p) {
   }
 }
 size_t device_allocations() { return g_allocations.load(std::memory_order_relaxed); }
+
+void pin_host_memory(void* p, size_t bytes) {
+  if (p && bytes) MS_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+}
+void unpin_host_memory(void* p) {
+  if (!p) return;
+  const cudaError_t e = cudaHostUnregister(p);
+  if (e != cudaSuccess) (void)cudaGetLastError();  // at exit, or never registered: nothing to undo
+}
+
+void* pinned_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  require_device(Device::kCuda);
+  void* p = nullptr;
+  MS_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+void pinned_free(void* p) {
+  if (!p) return;
+  const cudaError_t e = cudaFreeHost(p);
+  if (e == cudaErrorCudartUnloading || e == cudaErrorContextIsDestroyed) {  // at exit, as device_free
+    (void)cudaGetLastError();
+    return;
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    device_call_failed(__FILE__, __LINE__, "cudaFreeHost(p)", static_cast<int>(e), cudaGetErrorString(e));
+  }
+}
 
 void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t bytes, Stream s) {
   if (bytes == 0) return;

@@ -8,13 +8,14 @@
 #include <algorithm>  // std::sort
 #include <chrono>
 #include <cmath>      // std::isfinite
-#include <cstring>    // std::memcpy
 #include <random>
 
 #include <fmt/format.h>
 
 #include "base/check.h"          // MS_CHECK
 #include "base/clock.h"          // Stopwatch
+#include "base/device.h"         // copy_bytes, pin_host_memory, events
+#include "kernels/backend.h"     // KernelBackend::stream
 #include "base/log.h"            // logger
 #include "base/safetensors.h"    // safetensors_parts, StView
 #include "base/thread_pin.h"     // restore_thread_affinity
@@ -110,7 +111,9 @@ Checkpointer::Checkpointer(const Config& cfg, ParallelModel& model, CheckpointSt
     slots_.push_back(std::move(s));
   }
   buf_elems_ = std::max<size_t>(at, 1);
+  for (const StateRun& r : model_.state_runs()) gpu_state_ = gpu_state_ || r.device == Device::kCuda;
   bufs_[0].resize(buf_elems_);  // the second when a save first queues behind another
+  if (gpu_state_) pin_host_memory(bufs_[0].data(), buf_elems_ * sizeof(float));
 
   // What every manifest of this run shares.
   base_.model_hash = model_config_hash(cfg_.model);
@@ -140,6 +143,9 @@ Checkpointer::~Checkpointer() {
   cv_.notify_all();
   copier_.join();
   writer_.join();
+  if (gpu_state_)
+    for (AlignedBuffer<float>& b : bufs_) unpin_host_memory(b.data());
+  stream_destroy(copy_stream_);
 }
 
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
@@ -195,9 +201,17 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
       st.waited_seconds = w.seconds();
     }
     const int b = buf_used_[0] ? 1 : 0;
-    if (bufs_[b].size() < buf_elems_) bufs_[b].resize(buf_elems_);  // no thread uses a free buffer
+    if (bufs_[b].size() < buf_elems_) {  // no thread uses a free buffer
+      bufs_[b].resize(buf_elems_);
+      if (gpu_state_) pin_host_memory(bufs_[b].data(), buf_elems_ * sizeof(float));
+    }
     buf_used_[b] = true;
-    Job job{step, data, tokens, loss, 0.0, next_seq_++, b, false, std::move(runs)};
+    Job job{step, data, tokens, loss, 0.0, next_seq_++, b, false, std::move(runs), nullptr};
+    if (gpu_state_) {  // the copies start after the update's kernels, not when the host gets here
+      const Event e = event_create();
+      event_record(e, model_.chunk(0).kernels().stream());
+      job.ready = std::shared_ptr<void>(e.handle, [](void* h) { event_destroy(Event{h}); });
+    }
     jobs_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -229,10 +243,12 @@ double Checkpointer::finish_stage1() {
 
 void Checkpointer::copier_main() {
   restore_thread_affinity();  // not the CPU the training thread was pinned to; normal priority
+  if (gpu_state_) bind_selected_device();  // its copies run on the process's GPU
   for (;;) {
     int step = 0, b_index = 0;
     int64_t seq = 0;
     std::vector<StateRun> runs;
+    std::shared_ptr<void> ready;
     {
       std::unique_lock<std::mutex> lock(mu_);
       auto next = [&]() -> Job* {
@@ -245,17 +261,24 @@ void Checkpointer::copier_main() {
       if (!j) return;
       step = j->step, b_index = j->buf, seq = j->seq;
       runs = j->runs;
+      ready = j->ready;
     }
     const Stopwatch w;
     ckpt_fault_point("slow_copy", who_.rank, step);
     ckpt_fault_point("stage1", who_.rank, step);
     float* b = bufs_[b_index].data();
-    for (size_t i = 0; i < runs.size(); i++) {
-      const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at;
-      std::memcpy(b + at, runs[i].param, n * sizeof(float));
-      std::memcpy(b + at + n, runs[i].m, n * sizeof(float));
-      std::memcpy(b + at + 2 * n, runs[i].v, n * sizeof(float));
+    if (ready) {
+      if (!copy_stream_.handle) copy_stream_ = stream_create();
+      stream_wait(copy_stream_, Event{ready.get()});
     }
+    for (size_t i = 0; i < runs.size(); i++) {
+      const size_t n = runs[i].hi - runs[i].lo, at = slots_[i].at, bytes = n * sizeof(float);
+      const Device d = runs[i].device;  // GPU runs: asynchronous on copy_stream_, waited for below
+      copy_bytes(b + at, Device::kCpu, runs[i].param, d, bytes, copy_stream_);
+      copy_bytes(b + at + n, Device::kCpu, runs[i].m, d, bytes, copy_stream_);
+      copy_bytes(b + at + 2 * n, Device::kCpu, runs[i].v, d, bytes, copy_stream_);
+    }
+    if (ready) stream_sync(copy_stream_);
     if (ckpt_fault_point("nan_state", who_.rank, step) && !slots_.empty()) b[slots_[0].at] = std::nanf("");
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -286,7 +309,8 @@ void Checkpointer::writer_main() {
       cv_.wait(lock, [&] { return (!jobs_.empty() && jobs_.front().copied) || (stop_ && jobs_.empty()); });
       if (jobs_.empty()) return;
       const Job& front = jobs_.front();
-      job = Job{front.step, front.data, front.tokens, front.loss, front.copy_seconds, front.seq, front.buf, true, {}};
+      job = Job{front.step, front.data, front.tokens, front.loss, front.copy_seconds, front.seq, front.buf, true, {},
+                nullptr};
     }
     const Stopwatch watch;
     std::vector<ManifestFile> recs;

@@ -3,7 +3,10 @@
 // state this rank owns (ParallelModel::state_runs: fp32 master weights and both Adam moments of its ZeRO
 // pieces or TP part) to a copier thread that copies it into a host snapshot buffer allocated once,
 // while the next step's forward and backward run (CheckFreq): the state changes only in the next
-// optimizer update, which calls finish_stage1() first. Two snapshot buffers (the second allocated
+// optimizer update, which calls finish_stage1() first. State in GPU memory (StateRun::device) is
+// copied by the copier on a CUDA stream of its own into page-locked snapshot buffers, after an
+// event recorded on the compute stream at save(): the training thread only records the event, and
+// the GPU copies run beside the next step's kernels. Two snapshot buffers (the second allocated
 // when first needed): a save may queue behind one still being persisted; a save finding both taken
 // on any rank (agreed at the step boundary, at_boundary()) is skipped with a message, never waited
 // for in the step; drain() (before a final save and at the end) waits outside steps.
@@ -111,6 +114,7 @@ class Checkpointer {
     int buf = 0;              // its snapshot buffer
     bool copied = false;      // stage 1 done
     std::vector<StateRun> runs;  // what the copier copies
+    std::shared_ptr<void> ready;  // GPU runs: an event after the update that wrote them (a cudaEvent_t)
   };
   struct Slot {  // one state run's place in the snapshot buffer and in the file
     int chunk = 0;
@@ -137,7 +141,9 @@ class Checkpointer {
   CheckpointRank who_;
   std::string nonce_;
   std::vector<Slot> slots_;
-  AlignedBuffer<float> bufs_[2];
+  AlignedBuffer<float> bufs_[2];  // page-locked (pin_host_memory) when the state is on a GPU
+  bool gpu_state_ = false;         // some state run lives in GPU memory
+  Stream copy_stream_{};           // the copier's device copies (its thread only)
   size_t buf_elems_ = 1;
   Manifest base_;  // what every manifest shares (tensors, layout, config, model hash)
 

@@ -73,8 +73,8 @@ CommEnv CommEnv::from_environment() {
   CommEnv env;
   if (const char* b = env_or_null("MEGASCALE_BACKEND")) {
     env.backend = b;
-    MS_CHECK(env.backend == "gloo" || env.backend == "mpi" || env.backend == "self",
-             "environment variable MEGASCALE_BACKEND='{}' is not one of gloo, mpi, self", env.backend);
+    MS_CHECK(env.backend == "gloo" || env.backend == "mpi" || env.backend == "nccl" || env.backend == "self",
+             "environment variable MEGASCALE_BACKEND='{}' is not one of gloo, mpi, nccl, self", env.backend);
   } else if (env_or_null("OMPI_COMM_WORLD_SIZE") || env_or_null("PMIX_RANK")) {
     env.backend = "mpi";
   } else if (env_or_null("WORLD_SIZE")) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"          // MS_CHECK
+#include "base/device.h"         // stream_wait (CommWork::wait_on)
 #include "base/thread_pin.h"     // restore_thread_affinity
 #include "comm/comm_fatal.h"    // comm_timeout
 #include "comm/communicator.h"  // CommWork
@@ -24,6 +25,22 @@ void CommWork::wait() {
   std::unique_lock lk(state_->m);
   state_->cv.wait(lk, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
+}
+
+void CommWork::wait_on(Stream s) {
+  MS_CHECK(state_, "CommWork::wait_on on an empty handle");
+  if (state_->posted_kind) return wait();  // two-phase send/recv: completed by a host wait
+  std::shared_ptr<void> ev;
+  {
+    std::unique_lock lk(state_->m);
+    state_->cv.wait(lk, [&] { return state_->done || state_->done_event; });
+    if (state_->done) {
+      if (state_->error) std::rethrow_exception(state_->error);
+      return;
+    }
+    ev = state_->done_event;
+  }
+  stream_wait(s, Event{ev.get()});
 }
 
 bool CommWork::done() const {
@@ -104,6 +121,11 @@ void CommThread::loop() {
   const std::string name = ("comm " + label_).substr(0, 15);  // pthread names hold 15 characters
   pthread_setname_np(pthread_self(), name.c_str());
   restore_thread_affinity();  // started on first use, often after the compute threads were pinned
+  try {
+    bind_selected_device();  // GPU ops (staging copies, NCCL events) on the process's GPU
+  } catch (const std::exception&) {
+    // No usable device: an op that needs one fails with its own error.
+  }
   std::unique_lock lk(m_);
   for (;;) {
     cv_.wait(lk, [&] { return state_ == State::kStopping || !q_.empty(); });

@@ -40,6 +40,14 @@ struct WorkState {
   CommThread* thread = nullptr;  // posted kinds: the thread that completes them (its communicator
                                  // drains, completing them, before it goes)
   std::exception_ptr error;
+  // An op a device_native() engine enqueued on a device stream: its completion event (a
+  // cudaEvent_t owned by the pointer), set once enqueued (Communicator::op_enqueued).
+  std::shared_ptr<void> done_event;
+  void enqueued(std::shared_ptr<void> ev) {
+    std::lock_guard lk(m);
+    done_event = std::move(ev);
+    cv.notify_all();
+  }
   void finish(std::exception_ptr e) {
     std::lock_guard lk(m);
     error = std::move(e);

@@ -9,6 +9,7 @@
 #include "base/clock.h"         // steady_ns, SteadyClock
 #include "comm/comm_fatal.h"   // report_comm_failure, note_comm_timeout
 #include "comm/comm_thread.h"  // WorkState, CommThread
+#include "comm/staging.h"      // HostStaging, StagedCopy
 #include "obs/watchdog.h"       // WatchedWait
 #include "obs/trace_sink.h"     // TraceSink
 
@@ -36,6 +37,15 @@ std::unique_ptr<Communicator> Communicator::new_group(const std::vector<int>& me
   WatchedWait watched("new_group", name_, timeout_);  // MPI_Comm_create_group has no timeout of its own
   std::unique_ptr<Communicator> g = make_group(members, name);
   g->rank_labels_ = rank_labels_;
+  g->stage_host_ = stage_host_;
+  return g;
+}
+
+std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& members, const std::string& name) {
+  WatchedWait watched("split", name_, timeout_);
+  std::unique_ptr<Communicator> g = make_split(members, name);
+  g->rank_labels_ = rank_labels_;
+  g->stage_host_ = stage_host_;
   return g;
 }
 
@@ -65,14 +75,15 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 
 }  // namespace
 
-CommWork Communicator::start_all_reduce(void* buf, size_t count, DType t, ReduceOp op) {
+CommWork Communicator::start_all_reduce(void* buf, size_t count, DType t, ReduceOp op, const StreamOrder& on) {
   MS_CHECK(buf || count == 0, "all_reduce on group '{}': null buffer", name_);
   Op o;
   o.kind = OpKind::kAllReduce, o.name = "all_reduce", o.out = buf, o.count = count, o.dtype = t, o.reduce = op;
-  return submit(o, count * dtype_size(t));
+  return submit(o, count * dtype_size(t), on);
 }
 
-CommWork Communicator::start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op) {
+CommWork Communicator::start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op,
+                                            const StreamOrder& on) {
   const size_t es = dtype_size(t);
   MS_CHECK((in && out) || shard == 0, "reduce_scatter on group '{}': null buffer", name_);
   const void* own = static_cast<const char*>(in) + rank_ * shard * es;
@@ -81,10 +92,10 @@ CommWork Communicator::start_reduce_scatter(const void* in, void* out, size_t sh
   Op o;
   o.kind = OpKind::kReduceScatter, o.name = "reduce_scatter", o.in = in, o.out = out, o.count = shard;
   o.dtype = t, o.reduce = op;
-  return submit(o, size_ * shard * es);
+  return submit(o, size_ * shard * es, on);
 }
 
-CommWork Communicator::start_all_gather(const void* in, void* out, size_t shard, DType t) {
+CommWork Communicator::start_all_gather(const void* in, void* out, size_t shard, DType t, const StreamOrder& on) {
   const size_t es = dtype_size(t);
   MS_CHECK((in && out) || shard == 0, "all_gather on group '{}': null buffer", name_);
   const void* own = static_cast<const char*>(out) + rank_ * shard * es;
@@ -92,16 +103,16 @@ CommWork Communicator::start_all_gather(const void* in, void* out, size_t shard,
            "all_gather on group '{}': in overlaps out without being out + rank*shard", name_);
   Op o;
   o.kind = OpKind::kAllGather, o.name = "all_gather", o.in = in, o.out = out, o.count = shard, o.dtype = t;
-  return submit(o, size_ * shard * es);
+  return submit(o, size_ * shard * es, on);
 }
 
-CommWork Communicator::start_broadcast(void* buf, size_t count, DType t, int root) {
+CommWork Communicator::start_broadcast(void* buf, size_t count, DType t, int root, const StreamOrder& on) {
   MS_CHECK(buf || count == 0, "broadcast on group '{}': null buffer", name_);
   MS_CHECK(root >= 0 && root < size_, "broadcast on group '{}': root {} is not a rank of the group (size {})", name_,
            root, size_);
   Op o;
   o.kind = OpKind::kBroadcast, o.name = "broadcast", o.out = buf, o.count = count, o.dtype = t, o.peer = root;
-  return submit(o, count * dtype_size(t));
+  return submit(o, count * dtype_size(t), on);
 }
 
 int Communicator::check_group_members(const std::vector<int>& members, const std::string& name,
@@ -125,30 +136,43 @@ void Communicator::check_point_to_point(const char* op, const void* buf, size_t 
            "(rank {}, size {})", op, name_, peer, rank_, size_);
 }
 
-CommWork Communicator::start_send(const void* buf, size_t bytes, int peer, uint32_t tag) {
+CommWork Communicator::start_send(const void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on) {
   check_point_to_point("send", buf, bytes, peer);
   Op o;
   o.kind = OpKind::kSend, o.name = "send", o.in = buf, o.count = bytes, o.peer = peer, o.tag = tag;
-  return submit(o, bytes);
+  return submit(o, bytes, on);
 }
 
-CommWork Communicator::start_recv(void* buf, size_t bytes, int peer, uint32_t tag) {
+CommWork Communicator::start_recv(void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on) {
   check_point_to_point("recv", buf, bytes, peer);
   Op o;
   o.kind = OpKind::kRecv, o.name = "recv", o.out = buf, o.count = bytes, o.peer = peer, o.tag = tag;
-  return submit(o, bytes);
+  return submit(o, bytes, on);
 }
 
 CommWork Communicator::start_barrier() {
   Op o;
   o.kind = OpKind::kBarrier, o.name = "barrier";
-  return submit(o, 0);
+  return submit(o, 0, {});
 }
 
-CommWork Communicator::submit(Op op, size_t bytes) {
+void Communicator::op_enqueued(Op& op, std::shared_ptr<void> done) {
+  if (op.work) op.work->enqueued(std::move(done));
+}
+
+CommWork Communicator::submit(Op op, size_t bytes, const StreamOrder& on) {
   MS_CHECK(op.dtype == DType::kF32 || op.dtype == DType::kBF16, "{} on group '{}': element type {} is not fp32 or bf16",
            op.name, name_, dtype_name(op.dtype));
+  op.device = on.device;
+  if (on.device == Device::kCuda) {
+    // The producer's work so far, as an event on its stream (recorded here, on the caller's thread).
+    require_device(Device::kCuda);
+    const Event e = event_create();
+    event_record(e, on.after);
+    op.after = std::shared_ptr<void>(e.handle, [](void* h) { event_destroy(Event{h}); });
+  }
   auto state = std::make_shared<detail::WorkState>();
+  op.work = state.get();
   state->posted_kind = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
   state->thread = thread_.get();
   std::lock_guard lk(submit_mu_);
@@ -186,20 +210,53 @@ void Communicator::run_op(Op& op, const std::shared_ptr<detail::WorkState>& stat
   });
   std::string status = "ok";
   bool posted = false;
+  const bool staged = !device_native() && op.kind != OpKind::kBarrier && (op.device != Device::kCpu || stage_host_);
   const bool ok = run_step(op, [&] {
-    if (p2p && post(op)) posted = true;
-    else execute(op);
+    if (op.after && !device_native()) event_sync(Event{op.after.get()});  // the producer's device work
+    if (staged) stage_in(op);
+    if (p2p && post(op)) {
+      posted = true;
+    } else {
+      execute(op);
+      if (op.staged) staging_->stage_out(*op.staged);
+    }
   }, status);
+  if (!posted) op.staged.reset(), op.after.reset();  // back to the pool before the waiter runs on
   if (ok && posted) {
     thread_->defer_posted_completion(state.get(), [this, op, state, record]() mutable {
       std::string st = "ok";
-      const bool fine = run_step(op, [&] { complete(op); }, st);
-      op.handle.reset();
+      const bool fine = run_step(op, [&] {
+        complete(op);
+        if (op.staged) staging_->stage_out(*op.staged);
+      }, st);
+      op.handle.reset(), op.staged.reset(), op.after.reset();
       finish(record, st, fine, *state);
     });
     return;
   }
   finish(record, status, ok, *state);
+}
+
+void Communicator::stage_in(Op& op) {
+  if (!staging_) staging_ = std::make_unique<HostStaging>(op.device);
+  MS_CHECK(staging_->device() == op.device, "{} on group '{}': buffers on {} after staging for {}", op.name, name_,
+           device_name(op.device), device_name(staging_->device()));
+  const size_t es = op.kind == OpKind::kSend || op.kind == OpKind::kRecv ? 1 : dtype_size(op.dtype);
+  const size_t n = op.count * es, all = n * static_cast<size_t>(size_);
+  StageRange read, write;
+  switch (op.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast: read = write = {op.out, n}; break;
+    case OpKind::kReduceScatter: read = {op.in, all}, write = {op.out, n}; break;
+    case OpKind::kAllGather: read = {op.in, n}, write = {op.out, all}; break;
+    case OpKind::kSend: read = {op.in, n}; break;
+    case OpKind::kRecv: write = {op.out, n}; break;
+    case OpKind::kBarrier: return;
+  }
+  if (read.bytes == 0 && write.bytes == 0) return;  // nothing moves: the engine sees the op as it is
+  op.staged = staging_->stage_in(read, write);
+  op.in = op.staged->host(op.in);
+  op.out = op.staged->host(op.out);
 }
 
 bool Communicator::run_step(Op& op, const std::function<void()>& body, std::string& status) {

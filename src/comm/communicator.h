@@ -24,6 +24,11 @@
 //  - Every op is recorded in the communication track of the trace sink (obs/trace_sink.h: op, group,
 //    sequence number, bytes, peer, enqueue/start/end times, outcome) for hang analysis and timelines.
 //  - Reductions sum in rank order 0..n-1 where the backend allows it, so every rank gets the same bits.
+//  - Device buffers (StreamOrder below): an op on GPU memory starts after the device work it follows
+//    (an event recorded on the producer's stream at start_*, never a host wait on the caller's
+//    thread), and a consumer stream waits with CommWork::wait_on. Engines that move host memory
+//    (Gloo, MPI, self) carry such an op through pinned host staging on the group's thread
+//    (staging.h); NCCL (backends/nccl.h) runs it on the group's own stream.
 // The world group comes from init_world (world.h); sub-groups from new_group(), called only by the
 // group's members; RankGrid (rank_grid.h) is the only caller outside tests. Destroying a
 // communicator waits for its ops, then joins its thread. Backends (self_backend.h,
@@ -42,6 +47,7 @@
 
 #include "base/check.h"  // ms::Error
 #include "base/clock.h"  // SteadyClock
+#include "base/device.h" // Device, Stream
 #include "base/dtype.h"  // DType
 
 namespace ms {
@@ -51,6 +57,19 @@ namespace ms {
 // Any other DType is an error at start_*.
 enum class ReduceOp : uint8_t { kSum, kMax };
 const char* reduce_op_name(ReduceOp op);
+
+// Where an op's buffers live and which device work it follows.
+//  - device kCpu (the default): host memory; the op may run as soon as it is started.
+//  - device kCuda: every buffer of the op is device memory; the op runs only after the work
+//    enqueued on `after` before start_* returned (an event recorded there). Waiting: wait() on the
+//    host, or wait_on(stream) for a consumer stream.
+struct StreamOrder {
+  Device device = Device::kCpu;
+  Stream after{};
+};
+
+class HostStaging;  // staging.h
+class StagedCopy;   // staging.h
 
 // A communication failure: timeout, dead peer, unreachable store. what() names op, group, seq, peer.
 class CommError : public Error {
@@ -69,6 +88,11 @@ class CommWork {
   CommWork() = default;
   explicit CommWork(std::shared_ptr<detail::WorkState> s) : state_(std::move(s)) {}
   void wait();
+  // Orders the work enqueued on stream s from now on after this op: for an op that an engine runs
+  // on a device stream (NCCL), a stream wait on its completion event, blocking the host only until
+  // the op is enqueued (a failure afterwards reaches a later wait() and the failure policy); for
+  // every other op, wait().
+  void wait_on(Stream s);
   bool done() const;
   bool valid() const { return state_ != nullptr; }
 
@@ -91,38 +115,62 @@ class Communicator {
   const char* backend() const { return backend_name(); }
 
   // In place on count elements.
-  CommWork start_all_reduce(void* buf, size_t count, DType t, ReduceOp op);
+  CommWork start_all_reduce(void* buf, size_t count, DType t, ReduceOp op, const StreamOrder& on = {});
   // in: size()*shard elements; out: shard elements, the reduction of in[rank()*shard, +shard) over
   // ranks. out may be in + rank()*shard (in place); otherwise it must not overlap in.
-  CommWork start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op);
+  CommWork start_reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op,
+                                const StreamOrder& on = {});
   // in: shard elements; out: size()*shard elements, rank r's shard at out + r*shard.
   // in may be out + rank()*shard (in place).
-  CommWork start_all_gather(const void* in, void* out, size_t shard, DType t);
-  CommWork start_broadcast(void* buf, size_t count, DType t, int root);
+  CommWork start_all_gather(const void* in, void* out, size_t shard, DType t, const StreamOrder& on = {});
+  CommWork start_broadcast(void* buf, size_t count, DType t, int root, const StreamOrder& on = {});
   // Point to point between group ranks; tags match a send to its recv. Both may be started before
   // either is waited on (a send/recv is posted without blocking the queue and completes when it is
   // waited on, independently of other posted ones, or before the next collective), so symmetric
   // exchanges do not deadlock. Zero bytes: no-op.
-  CommWork start_send(const void* buf, size_t bytes, int peer, uint32_t tag);
-  CommWork start_recv(void* buf, size_t bytes, int peer, uint32_t tag);
+  CommWork start_send(const void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on = {});
+  CommWork start_recv(void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on = {});
   CommWork start_barrier();
 
-  void all_reduce(void* buf, size_t count, DType t, ReduceOp op) { start_all_reduce(buf, count, t, op).wait(); }
-  void reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op) {
-    start_reduce_scatter(in, out, shard, t, op).wait();
+  // The blocking forms: start, then wait() on the host.
+  void all_reduce(void* buf, size_t count, DType t, ReduceOp op, const StreamOrder& on = {}) {
+    start_all_reduce(buf, count, t, op, on).wait();
   }
-  void all_gather(const void* in, void* out, size_t shard, DType t) { start_all_gather(in, out, shard, t).wait(); }
-  void broadcast(void* buf, size_t count, DType t, int root) { start_broadcast(buf, count, t, root).wait(); }
-  void send(const void* buf, size_t bytes, int peer, uint32_t tag) { start_send(buf, bytes, peer, tag).wait(); }
-  void recv(void* buf, size_t bytes, int peer, uint32_t tag) { start_recv(buf, bytes, peer, tag).wait(); }
+  void reduce_scatter(const void* in, void* out, size_t shard, DType t, ReduceOp op, const StreamOrder& on = {}) {
+    start_reduce_scatter(in, out, shard, t, op, on).wait();
+  }
+  void all_gather(const void* in, void* out, size_t shard, DType t, const StreamOrder& on = {}) {
+    start_all_gather(in, out, shard, t, on).wait();
+  }
+  void broadcast(void* buf, size_t count, DType t, int root, const StreamOrder& on = {}) {
+    start_broadcast(buf, count, t, root, on).wait();
+  }
+  void send(const void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on = {}) {
+    start_send(buf, bytes, peer, tag, on).wait();
+  }
+  void recv(void* buf, size_t bytes, int peer, uint32_t tag, const StreamOrder& on = {}) {
+    start_recv(buf, bytes, peer, tag, on).wait();
+  }
   void barrier() { start_barrier().wait(); }
 
   // A sub-group of this communicator: members are ranks of this group, in the new group's rank
   // order. Called by every member and only by members; groups are created in the same order on
   // every rank. No global barrier. The creation is a collective over this group: it runs on this
   // group's thread, after the ops started before it. The new group has its own thread.
-  // The new group inherits this group's rank labels.
+  // The new group inherits this group's rank labels and stage_host_buffers setting.
   std::unique_ptr<Communicator> new_group(const std::vector<int>& members, const std::string& name);
+  // A partition of this group into sub-groups: every rank of this group calls it at the same point
+  // (a collective over this group), each with the members of ITS new group. Engines that split
+  // communicators (NCCL: ncclCommSplit) do it in one collective without a store round trip; the
+  // others create the group as new_group does.
+  std::unique_ptr<Communicator> split(const std::vector<int>& members, const std::string& name);
+
+  // Tests: host buffers take the staging path of device buffers (host memory standing in for device
+  // memory), so a machine without a GPU exercises it. Set before the first op and before making
+  // groups (they inherit it); engines that run on device streams ignore it.
+  void stage_host_buffers(bool on) { stage_host_ = on; }
+  // True for an engine that runs ops on device buffers itself (NCCL): no host staging.
+  virtual bool device_native() const { return false; }
 
   // Labels of world ranks for error messages and dumps (index: world rank; e.g. "tp=0,dp=1,pp=0"), set
   // on the world by RankGrid before it creates the groups; groups created afterwards share them. Without
@@ -134,6 +182,10 @@ class Communicator {
  protected:
   // new_group's backend part: creates the group (its identity set through set_identity).
   virtual std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) = 0;
+  // split's backend part; by default make_group.
+  virtual std::unique_ptr<Communicator> make_split(const std::vector<int>& members, const std::string& name) {
+    return make_group(members, name);
+  }
   virtual const char* backend_name() const = 0;
   // ---- Backend interface. communicator.cpp owns the queue, the sequence numbers and the trace; a backend
   // only runs ops, one at a time, on this communicator's thread, in start order. Ops of other
@@ -155,6 +207,12 @@ class Communicator {
     SteadyClock::time_point deadline;  // start on this communicator's thread + timeout_
     int waiting_on = -1;       // set by the backend while it waits on one peer (group rank)
     std::shared_ptr<void> handle;  // backend state between post() and complete()
+    Device device = Device::kCpu;  // where in/out live (StreamOrder)
+    // The event the op follows (a cudaEvent_t recorded on StreamOrder::after), or null. A
+    // device_native() backend waits on it itself; for the others it has completed before execute().
+    std::shared_ptr<void> after;
+    std::shared_ptr<StagedCopy> staged;    // the host copies of a staged op (communicator.cpp)
+    detail::WorkState* work = nullptr;            // for op_enqueued
   };
   // Runs op to completion or throws (any exception; communicator.cpp turns it into a CommError naming the
   // op, group, seq and op.waiting_on, and marks this communicator unusable).
@@ -166,6 +224,9 @@ class Communicator {
   // receive never waits on an unrelated send. Default: not supported (execute() does it all).
   virtual bool post(Op& op) { return false; }
   virtual void complete(Op& op) {}
+  // A device_native() backend, once op's device work is enqueued: `done` (an event, a cudaEvent_t
+  // handle owned by the pointer) completes with it; CommWork::wait_on waits on it from then on.
+  static void op_enqueued(Op& op, std::shared_ptr<void> done);
   // A backend constructor's bookkeeping: name, rank in the group, members' world ranks, deadline.
   void set_identity(std::string name, int rank, std::vector<int> world_ranks, std::chrono::milliseconds timeout);
   // new_group's argument check, shared by the backends: members must be distinct ranks of this
@@ -188,10 +249,14 @@ class Communicator {
   std::vector<int> world_ranks_{0};
   std::chrono::milliseconds timeout_{300000};  // deadline of each op
   std::shared_ptr<const std::vector<std::string>> rank_labels_;  // set_rank_labels
+  bool stage_host_ = false;  // stage_host_buffers
 
  private:
   void check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const;
-  CommWork submit(Op op, size_t bytes);
+  CommWork submit(Op op, size_t bytes, const StreamOrder& on);
+  // A staged op (host engine, device buffers): its reads copied to host memory, in/out redirected.
+  void stage_in(Op& op);
+  std::unique_ptr<HostStaging> staging_;  // created on the first staged op, on this group's thread
   void run_op(Op& op, const std::shared_ptr<detail::WorkState>& state, uint64_t record);
   // Runs one step of op (body) on this communicator's thread. On failure sets status to a message
   // naming op, group, seq and peer, marks the communicator unusable and returns false.

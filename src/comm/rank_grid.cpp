@@ -119,7 +119,7 @@ RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order
   world_->set_rank_labels(std::move(labels));
   for (ParallelDim d : {ParallelDim::kTp, ParallelDim::kDp, ParallelDim::kPp}) {
     const int me = world_->rank();
-    groups_[static_cast<int>(d)] = world_->new_group(layout_.group(d, me), layout_.group_name(d, me));
+    groups_[static_cast<int>(d)] = world_->split(layout_.group(d, me), layout_.group_name(d, me));
   }
   // The tied embedding's two copies: pp ranks 0 and P-1 of each pipeline group (Megatron's
   // embedding group), a sub-group of the pp group created by its two members only.

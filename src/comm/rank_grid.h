@@ -72,7 +72,7 @@ class RankLayout {
 class RankGrid {
  public:
   // Takes the world group (its size must be shape.product()) and creates this rank's groups:
-  // tp, then dp, then pp, each through world.new_group with its RankLayout name.
+  // tp, then dp, then pp, each through world.split (every rank at once: one ncclCommSplit on NCCL) with its RankLayout name.
   RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape);
 
   const RankLayout& layout() const { return layout_; }

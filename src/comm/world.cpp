@@ -9,8 +9,25 @@
 #if MEGASCALE_HAVE_MPI
 #include "comm/backends/mpi.h"  // make_mpi_world
 #endif
+#if MEGASCALE_HAVE_NCCL
+#include "comm/backends/nccl.h"  // make_nccl_world
+#endif
 
 namespace ms {
+
+bool backend_built(const std::string& name) {
+  if (name == "self") return true;
+#if MEGASCALE_HAVE_GLOO
+  if (name == "gloo") return true;
+#endif
+#if MEGASCALE_HAVE_MPI
+  if (name == "mpi") return true;
+#endif
+#if MEGASCALE_HAVE_NCCL
+  if (name == "nccl") return true;
+#endif
+  return false;
+}
 
 std::unique_ptr<Communicator> init_world(const CommEnv& env) {
   TraceSink::get().set_capacity(TraceTrack::kComm, env.trace_capacity);
@@ -34,7 +51,15 @@ std::unique_ptr<Communicator> init_world(const CommEnv& env) {
     MS_FAIL("backend 'mpi' is not in this build (configure with -DMEGASCALE_WITH_MPI=ON)");
 #endif
   }
-  MS_FAIL("unknown comm backend '{}' (gloo, mpi or self)", env.backend);
+  if (env.backend == "nccl") {
+#if MEGASCALE_HAVE_NCCL
+    return make_nccl_world(env);
+#else
+    MS_FAIL("backend 'nccl' is not in this build (it needs CUDA, Gloo and libnccl: configure with "
+            "-DMEGASCALE_WITH_NCCL=ON where nvcc and NCCL are installed)");
+#endif
+  }
+  MS_FAIL("unknown comm backend '{}' (gloo, mpi, nccl or self)", env.backend);
 }
 
 

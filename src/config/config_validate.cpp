@@ -162,11 +162,8 @@ void Config::validate() const {
   MS_CHECK(static_cast<int64_t>(t.batch_size) * t.grad_accum * std::max(p.dp, 1) <= INT32_MAX,
            "config: train.batch_size={} x train.grad_accum={} x parallel.dp={} sequences per step is too large",
            t.batch_size, t.grad_accum, p.dp);
-  // One GPU, one process (issue 25 brings the parallel axes onto GPUs). dp = 0 (all ranks) is
-  // checked again once the world's size is known (Config::resolve_layout validates again).
-  MS_CHECK(t.device == Device::kCpu || (p.tp == 1 && p.pp == 1 && p.dp <= 1),
-           "config: train.device='cuda' trains in one process for now; parallel.tp={}, parallel.pp={}, parallel.dp={} "
-           "need train.device='cpu' (3D parallelism on GPUs is not built yet)", p.tp, p.pp, p.dp);
+  MS_CHECK(p.backend != BackendChoice::kNccl || t.device == Device::kCuda,
+           "config: parallel.backend='nccl' moves GPU memory: it needs train.device='cuda' (gloo or mpi for 'cpu')");
   if (p.dp > 0 && t.global_batch > 0)
     MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
              "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",

@@ -9,8 +9,9 @@
 namespace ms {
 
 // parallel.backend: the collectives' engine.
-enum class BackendChoice : uint8_t { kAuto, kGloo, kMpi };
-MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kGloo, "gloo"}, {BackendChoice::kMpi, "mpi"})
+enum class BackendChoice : uint8_t { kAuto, kGloo, kMpi, kNccl };
+MS_CONFIG_ENUM(BackendChoice, {BackendChoice::kAuto, "auto"}, {BackendChoice::kGloo, "gloo"}, {BackendChoice::kMpi, "mpi"},
+               {BackendChoice::kNccl, "nccl"})
 
 // parallel.schedule: the pipeline schedule (parallel/pp/pp_schedule.h builds its tables).
 enum class PipelineScheduleKind : uint8_t { k1F1B, kInterleaved };

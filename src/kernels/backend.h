@@ -79,6 +79,11 @@ class KernelBackend {
                                   const int* ids, int N, int n, int C, int T, int row0, int v0, int v1) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   virtual void fill(float* p, float value, size_t n) = 0;
+  // out[i] += in[i] for i < n (one fp32 add each: the same bits on both devices).
+  virtual void add(float* out, const float* in, size_t n) = 0;
+  // Holds the backend's stream for `ms` milliseconds (CUDA: a spinning kernel; CPU: the host
+  // sleeps). Tests of stream ordering insert it before work whose consumers must wait for it.
+  virtual void delay(double ms) = 0;
   // The mean over rows i < N with host_targets[i] >= 0 of losses[i] (device memory), summed in row
   // order in double; 0 when no row counts. Reads the losses back: the forward's host sync.
   virtual float masked_loss_mean(const float* losses, const int* host_targets, int N) = 0;

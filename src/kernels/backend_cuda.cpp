@@ -107,6 +107,8 @@ class CudaBackend final : public KernelBackend {
     copy_bytes(dst, Device::kCuda, src, Device::kCuda, n * sizeof(float), stream());
   }
   void fill(float* p, float value, size_t n) override { cuda::fill(p, n, value, stream()); }
+  void add(float* out, const float* in, size_t n) override { cuda::add(out, in, n, stream()); }
+  void delay(double ms) override { cuda::spin(ms, stream()); }
   float masked_loss_mean(const float* losses, const int* host_targets, int N) override {
     if (N <= 0) return 0.0f;
     const size_t n = static_cast<size_t>(N);

@@ -88,6 +88,10 @@ void vocab_shard_loss_grad_bf16(float* losses, bf16_t* dlogits, const float* log
 // ---- elementwise.cu: bf16 conversion (exact RNE, as base/bf16.h, NaN kept quiet), fill, scale, AdamW ----
 void f32_to_bf16(bf16_t* out, const float* in, size_t n, Stream s);
 void bf16_to_f32(float* out, const bf16_t* in, size_t n, Stream s);
+// out[i] += in[i].
+void add(float* out, const float* in, size_t n, Stream s);
+// A kernel of one thread that holds stream s for `ms` milliseconds (tests of stream ordering).
+void spin(double ms, Stream s);
 // x[i] = value; x[i] *= s_ (nothing when s_ == 1, as optim/grad_norm.h's scale_inplace).
 void fill(float* x, size_t n, float value, Stream s);
 void scale(float* x, size_t n, float s_, Stream s);

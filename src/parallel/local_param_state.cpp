@@ -82,20 +82,11 @@ void LocalParamState::append_state_runs(int chunk, const std::vector<char>& owne
   const float* P = static_cast<const GPT&>(model_).params();
   const float* M = optimizer_.moment1();
   const float* V = optimizer_.moment2();
-  if (model_.device() != Device::kCpu) {  // checkpoints read host memory: copies, valid until the next call
-    const size_t n = model_.num_params();
-    host_params_.resize(n);
-    host_m_.resize(n);
-    host_v_.resize(n);
-    model_.copy_params_to_host(host_params_.data());
-    optimizer_.copy_moments_to_host(host_m_.data(), host_v_.data());
-    P = host_params_.data(), M = host_m_.data(), V = host_v_.data();
-  }
   for (size_t i = 0; i < specs.size(); i++) {
     if (!owned[i]) continue;
     const size_t at = specs[i].offset;
     out.push_back({chunk, &specs[i], static_cast<int>(i) == head_copy_tensor, 0, specs[i].numel(), P + at, M + at,
-                   V + at});
+                   V + at, model_.device()});
   }
 }
 

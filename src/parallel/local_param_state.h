@@ -4,7 +4,7 @@
 // weight copy and zeroing the gradients into one pass) holds the moments. With tensor parallelism
 // the optimizer's LAMB norms are reduced by the hook the caller installs.
 // On a GPU (train.device = cuda) the model's buffers and the moments are device memory: the norm and
-// the update run there, and checkpoints read host copies made by append_state_runs.
+// the update run there, and the state runs point into GPU memory (StateRun::device).
 // Guarantees: the same arithmetic, in the same order, as a single-process step of the model.
 #pragma once
 #include <functional>
@@ -49,7 +49,6 @@ class LocalParamState final : public ParamState {
   Optimizer optimizer_;
   bool grads_zeroed_ = false;  // the last update left the gradient buffer zero (fused in its pass)
   std::function<void(float*)> combine_;
-  std::vector<float> host_params_, host_m_, host_v_;  // device runs: what the last append_state_runs read
 };
 
 }  // namespace ms

@@ -82,7 +82,7 @@ void ParallelModel::build_chunk(Chunk& k, int c, Communicator* dp, Communicator*
     const ParamSpec& wte = m.spec(kTokenEmbeddingName);
     MS_CHECK(wte.offset == 0, "pipeline: the tied embedding must start the chunk's parameters");
     k.tied = wte.numel();
-    if (init_weights) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0);
+    if (init_weights) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0, stream_order_of(m));
     if (!m.has_embedding()) {  // the head's copy: the norm counts the embedding stage's copy only
       if (k.counted.empty()) k.counted.assign(m.param_specs().size(), 1);
       k.counted[0] = 0;
@@ -95,7 +95,8 @@ void ParallelModel::build_chunk(Chunk& k, int c, Communicator* dp, Communicator*
     if (cfg.optim.name == OptimizerKind::kLamb)
       k.state->set_tensor_norm_reduce([t = k.tp.get()](double* w, double* r) { t->reduce_tensor_norms(w, r); });
   }
-  if (k.tied) k.state->set_grad_combine(k.tied, [this, n = k.tied](float* g) { sum_tied_grads(g, n); });
+  if (k.tied)
+    k.state->set_grad_combine(k.tied, [this, n = k.tied, on = stream_order_of(m)](float* g) { sum_tied_grads(g, n, on); });
 }
 
 ParallelModel::~ParallelModel() = default;
@@ -104,7 +105,7 @@ void ParallelModel::init_weights_now() {
   for (Chunk& k : chunks_) {
     GPT& m = *k.model;
     m.init_weights(static_cast<uint64_t>(cfg_.train.seed));
-    if (k.tied) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0);
+    if (k.tied) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0, stream_order_of(m));
     k.state->reset_from_model();
   }
 }
@@ -122,9 +123,9 @@ double ParallelModel::pp_sum(double v) {
   return t;
 }
 
-void ParallelModel::sum_tied_grads(float* grads, size_t n) {
-  CommWork w = embedding_->start_all_reduce(grads, n, DType::kF32, ReduceOp::kSum);
-  tied_s_ += wait_timed(w, "wait tied embedding all_reduce");
+void ParallelModel::sum_tied_grads(float* grads, size_t n, const StreamOrder& on) {
+  CommWork w = embedding_->start_all_reduce(grads, n, DType::kF32, ReduceOp::kSum, on);
+  tied_s_ += wait_timed(w, "wait tied embedding all_reduce", on);
 }
 
 double ParallelModel::run_micro_batches(float dloss, const Tokens& next_micro_batch) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/communicator.h"      // StreamOrder
 #include "config/config.h"         // Config
 #include "model/gpt.h"             // GPT
 #include "parallel/param_state.h"  // ParamState, StateRun
@@ -114,7 +115,7 @@ class ParallelModel {
   };
   void build_chunk(Chunk& k, int c, Communicator* dp, Communicator* tp, bool init_weights, int slots);
   double pp_sum(double v);                       // rank-order sum over the pipeline group
-  void sum_tied_grads(float* grads, size_t n);   // over the embedding group
+  void sum_tied_grads(float* grads, size_t n, const StreamOrder& on);  // over the embedding group
   std::vector<float> gather_stage_tensors(std::vector<int>& held);  // this stage's tensors, whole
 
   Config cfg_;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"          // Device
 #include "model/param_layout.h"   // ParamSpec
 #include "optim/param_tensor.h"   // ParamTensor
 
@@ -32,6 +33,9 @@ struct StateRun {
   const float* param = nullptr;     // fp32 master weights, hi - lo elements
   const float* m = nullptr;         // optimizer first moment
   const float* v = nullptr;         // optimizer second moment
+  // Where param / m / v live: kCuda is GPU memory, valid until the next optimizer update (the
+  // checkpointer copies it on a stream of its own, after the update's kernels).
+  Device device = Device::kCpu;
 };
 
 class ParamState {

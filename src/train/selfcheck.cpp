@@ -12,6 +12,7 @@
 #include "base/dtype.h"        // DType
 #include "base/rng.h"          // Rng
 #include "comm/communicator.h" // Communicator
+#include "kernels/backend.h"   // cuda_kernels (the GPU GEMM)
 #include "kernels/matmul.h"    // sgemm
 
 namespace ms {
@@ -71,20 +72,45 @@ GemmComparison compare_gemm_to_reference(const GemmProblem& p, const float* c, i
   return r;
 }
 
+namespace {
+// The GEMM on the GPU: cuBLASLt through the CUDA kernel backend (true fp32), inputs uploaded once.
+struct DeviceGemm {
+  DeviceBuffer<float> a, b, c;
+  KernelBackend& k;
+  const GemmProblem& p;
+  explicit DeviceGemm(const GemmProblem& prob) : k(cuda_kernels()), p(prob) {
+    a.resize(p.a.size()), b.resize(p.b.size()), c.resize(static_cast<size_t>(p.m) * p.n);
+    a.upload(p.a.data(), p.a.size(), k.stream());
+    b.upload(p.b.data(), p.b.size(), k.stream());
+  }
+  void run() { k.gemm_f32(false, false, p.m, p.n, p.k, a.data(), b.data(), c.data(), false); }
+  void result(float* host) {
+    c.download(host, c.size(), k.stream());
+    stream_sync(k.stream());
+  }
+};
+}  // namespace
+
 GemmCheckResult run_gemm_check(const GemmCheckOptions& opt) {
   const GemmProblem p = make_gemm_problem(opt.m, opt.n, opt.k, opt.seed);
   std::vector<float> c(static_cast<size_t>(opt.m) * opt.n);
-  run_gemm(p, c.data());  // also the warm-up of the timed phase
+  std::unique_ptr<DeviceGemm> dev;
+  if (opt.device == Device::kCuda) dev = std::make_unique<DeviceGemm>(p);
+  auto gemm = [&] { dev ? dev->run() : run_gemm(p, c.data()); };
+  gemm();  // also the warm-up of the timed phase
+  if (dev) dev->result(c.data());
   GemmComparison first = compare_gemm_to_reference(p, c.data(), opt.samples, opt.rtol, opt.seed);
 
   GemmCheckResult r;
   const auto t0 = SteadyClock::now();
   double elapsed = 0;
   do {
-    run_gemm(p, c.data());
+    gemm();
+    if (dev) stream_sync(dev->k.stream());
     r.timed_gemms++;
     elapsed = seconds_since(t0);
   } while (elapsed < opt.bench_seconds);
+  if (dev) dev->result(c.data());
   r.gflops = 2.0 * opt.m * opt.n * static_cast<double>(opt.k) * r.timed_gemms / elapsed / 1e9;
 
   // The last timed product is checked too: a machine that fails under sustained load fails here.
@@ -113,6 +139,7 @@ namespace {
 // The buffers the engine reads and writes during the collective check.
 struct CollectiveBuffers {
   std::vector<float> data;      // correctness and bandwidth all-reduces
+  DeviceBuffer<float> dev;      // their GPU copy (CollectiveCheckOptions::device kCuda)
   float mine[2] = {0, 0};       // agreement: (failed flag, contribution) of this rank
   std::vector<float> all;       // agreement: every rank's pair
   float per_op = 0;             // bandwidth: this rank's seconds per all-reduce, then the max
@@ -125,9 +152,20 @@ void run_collective_phases(Communicator& comm, const CollectiveCheckOptions& opt
 
   // (a) Correctness: every rank checks every size.
   std::string local_error;
+  const bool gpu = opt.device == Device::kCuda;
+  const StreamOrder on{opt.device, Stream{}};
+  // The all-reduce of b.data (host), through its GPU copy when the check is of device buffers.
+  auto all_reduce = [&](size_t count) {
+    if (!gpu) return comm.all_reduce(b.data.data(), count, DType::kF32, ReduceOp::kSum);
+    if (b.dev.size() < count) b.dev.resize(count);
+    b.dev.upload(b.data.data(), count);
+    comm.all_reduce(b.dev.data(), count, DType::kF32, ReduceOp::kSum, on);
+    b.dev.download(b.data.data(), count);
+    stream_sync({});
+  };
   for (size_t count : opt.sizes) {
     b.data.assign(count, contribution);
-    comm.all_reduce(b.data.data(), count, DType::kF32, ReduceOp::kSum);
+    all_reduce(count);
     if (local_error.empty()) local_error = check_allreduce_sum(b.data.data(), count, world);
   }
 
@@ -158,10 +196,12 @@ void run_collective_phases(Communicator& comm, const CollectiveCheckOptions& opt
   if (comm.size() == 1) return;
   const size_t count = opt.bench_bytes / sizeof(float);
   b.data.assign(count, 1.0f);
-  comm.all_reduce(b.data.data(), count, DType::kF32, ReduceOp::kSum);
+  all_reduce(count);
   comm.barrier();
+  void* buf = gpu ? static_cast<void*>(b.dev.data()) : static_cast<void*>(b.data.data());
   const auto t0 = SteadyClock::now();
-  for (int it = 0; it < opt.bench_iters; it++) comm.all_reduce(b.data.data(), count, DType::kF32, ReduceOp::kSum);
+  for (int it = 0; it < opt.bench_iters; it++) comm.all_reduce(buf, count, DType::kF32, ReduceOp::kSum, on);
+  if (gpu) stream_sync({});
   b.per_op = static_cast<float>(seconds_since(t0) / opt.bench_iters);
   comm.all_reduce(&b.per_op, 1, DType::kF32, ReduceOp::kMax);
   r.gbps = b.per_op > 0 ? static_cast<double>(count * sizeof(float)) / b.per_op / 1e9 : 0;

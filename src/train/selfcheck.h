@@ -1,10 +1,11 @@
 // selfcheck: the diagnostics a host runs after a fault, before it may train again (MegaScale §4.3):
-//  - GEMM check (one process): C = A @ B (fp32, through ms::sgemm) on seeded random matrices,
-//    sampled entries compared with a double-precision reference; then GEMMs timed for GFLOP/s
-//    (reported only: the caller compares hosts).
+//  - GEMM check (one process): C = A @ B (fp32, through ms::sgemm; on a GPU through cuBLASLt in
+//    true fp32) on seeded random matrices, sampled entries compared with a double-precision
+//    reference; then GEMMs timed for GFLOP/s (reported only: the caller compares hosts).
 //  - Collective check (every process of a group, on a world communicator): all-reduce sums of
 //    known contributions (rank r gives r+1 in every element; the sum is N(N+1)/2) at a few sizes,
-//    checked on every rank; then all-reduce algorithm bandwidth (bytes / time per op).
+//    checked on every rank; then all-reduce algorithm bandwidth (bytes / time per op). On a GPU the
+//    buffers are device memory (NCCL, or Gloo / MPI through pinned host staging).
 // Guarantees: the collective verdict is agreed: after the sums, one all-gather shares every rank's
 // (failed flag, contribution), so all members report the same allreduce_ok, the same failed and
 // suspect ranks and the same bandwidth (the slowest rank's time). Every wait is bounded by the
@@ -20,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/device.h"  // Device
+
 namespace ms {
 
 class Communicator;
@@ -32,6 +35,7 @@ struct GemmCheckOptions {
   int samples = 64;            // output entries compared with the reference
   double rtol = 1e-4;          // tolerance on the relative error (see compare_gemm_to_reference)
   double bench_seconds = 0.4;  // timing phase length (at least one GEMM is timed)
+  Device device = Device::kCpu;  // kCuda: cuBLASLt on the current GPU
 };
 
 // C(m,n) = A(m,k) @ B(k,n), row-major; A and B uniform in [-1, 1).
@@ -72,6 +76,7 @@ struct CollectiveCheckOptions {
   size_t bench_bytes = 4u << 20;                  // bandwidth buffer
   int bench_iters = 8;                            // timed all-reduces (after one warm-up)
   bool inject_fault = false;                      // contribute r+2 instead of r+1 (MEGASCALE_FAULT selfcheck:host=H, obs/fault_injection.h)
+  Device device = Device::kCpu;                   // kCuda: the all-reduced buffers are GPU memory
 };
 
 struct CollectiveCheckResult {

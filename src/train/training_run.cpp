@@ -9,7 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>     // std::fprintf
-#include <cstdlib>    // std::_Exit
+#include <cstdlib>    // std::_Exit, std::getenv
 #include <filesystem>
 #include <thread>
 
@@ -75,13 +75,25 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   // train.device = cuda: the build option, a device that opens (names the failing call), before anything starts.
   require_device(cfg.train.device);
+  // One GPU per local rank (several ranks share one when there are fewer), before any CUDA work.
+  if (cfg.train.device == Device::kCuda) select_cuda_device(env.local_rank);
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
+  // auto on GPUs: NCCL where it is built (one process per GPU); gloo / mpi stage through host memory.
+  if (cfg.parallel.backend == BackendChoice::kAuto && env.world_size > 1 && cfg.train.device == Device::kCuda &&
+      backend_built("nccl"))
+    env.backend = "nccl";
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
   // obs.watchdog: before the world, so its creation is watched too.
   run.hang_watch = std::make_unique<HangWatch>(cfg, env);
-  if (env.world_size > 1)
-    run.grid = std::make_unique<RankGrid>(init_world(env), cfg.parallel.order,
+  const char* stage_env = std::getenv("MEGASCALE_TEST_STAGE_HOST");
+  const bool stage_host = stage_env && std::string(stage_env) == "1" && env.world_size > 1;
+  if (env.world_size > 1) {
+    std::unique_ptr<Communicator> world = init_world(env);
+    // Tests: host buffers through the GPU staging path (comm/staging.h), on every group.
+    if (stage_host) world->stage_host_buffers(true);
+    run.grid = std::make_unique<RankGrid>(std::move(world), cfg.parallel.order,
                                           GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp});
+  }
   if (run.grid) run.hang_watch->attach(*run.grid, env, cfg);
   run.rank = run.grid ? run.grid->world().rank() : 0;
   // One job per run folder: rank 0 locks train.out_dir and the checkpoint folder for the run's
@@ -100,6 +112,7 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   }
   write_launch_report(cfg, run.rank, env.world_size);  // run.json for `megascale launch`'s dashboard
   run.log = std::make_unique<RunLog>(run.out_dir(), cfg.train.progress, /*silent=*/run.rank != 0);
+  if (stage_host) run.log->message("comm", "MEGASCALE_TEST_STAGE_HOST=1: every group stages its buffers (comm/staging.h)");
   // Which host each (tp, dp, pp) rank runs on, when the job spans hosts (a collective).
   if (run.grid) {
     const PlacementReport where =

@@ -110,8 +110,9 @@ TEST_F(CliErrors, CudaDeviceWhereNoGpuOpens) {
   if (ms::cuda_available()) GTEST_SKIP() << "a GPU opens here: train.device=cuda is valid";
   expect_error("--data.train=" + dir + "/good.bin --train.device=cuda",
                ms::cuda_built() ? "no CUDA device opens: " : "built without MEGASCALE_WITH_CUDA");
-  expect_error("--data.train=" + dir + "/good.bin --train.device=cuda --parallel.tp=2",
-               "train.device='cuda' trains in one process for now");
+  // NCCL moves GPU memory: asked for with train.device=cpu it is a config error.
+  expect_error("--data.train=" + dir + "/good.bin --parallel.backend=nccl",
+               "parallel.backend='nccl' moves GPU memory: it needs train.device='cuda'");
   expect_error("--data.train=" + dir + "/good.bin --train.device=gpu", "train.device");
 }
 

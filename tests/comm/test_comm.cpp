@@ -149,7 +149,9 @@ TEST(CommEnvTest, ReadsTheLauncherVariables) {
   setenv("RANK", "4", 1);
   EXPECT_THROW(CommEnv::from_environment(), Error);  // rank >= world size
   setenv("RANK", "0", 1);
-  setenv("MEGASCALE_BACKEND", "nccl", 1);
+  setenv("MEGASCALE_BACKEND", "nccl", 1);  // GPU buffers: RANK / WORLD_SIZE as for gloo
+  EXPECT_EQ(CommEnv::from_environment().backend, "nccl");
+  setenv("MEGASCALE_BACKEND", "ucx", 1);
   EXPECT_THROW(CommEnv::from_environment(), Error);
   unsetenv("MEGASCALE_BACKEND");
   setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
@@ -327,6 +329,31 @@ TEST_P(CommOpsTest, MpiMatchesClosedForms) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CommOpsTest, ::testing::Values(2, 3, 4));
+
+// The same closed forms with every buffer through the GPU staging path (host memory standing in
+// for device memory, comm/staging.h): Gloo at 2 and 3 ranks, MPI at 2.
+class CommStagedOpsTest : public CommProcTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(CommStagedOpsTest, GlooStagedMatchesClosedForms) {
+  const int n = GetParam();
+  const auto t0 = Clock::now();
+  auto ps = start_gloo(n, {"--mode", "ops", "--stage", "--grid", grid_for(n, false), "--timeout-ms", "20000"});
+  wait_all(ptrs(ps), t0, 60);
+  for (int r = 0; r < n; r++) {
+    EXPECT_EQ(ps[r].code, 0) << "rank " << r << ":\n" << ps[r].output();
+    EXPECT_NE(ps[r].output().find("PASS"), std::string::npos) << ps[r].output();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CommStagedOpsTest, ::testing::Values(2, 3));
+
+TEST_F(CommProcTest, MpiStagedMatchesClosedForms) {
+  const auto t0 = Clock::now();
+  Proc p = start_mpi(2, {"--mode", "ops", "--stage", "--grid", grid_for(2, true), "--timeout-ms", "20000"});
+  wait_all({&p}, t0, 60);
+  EXPECT_EQ(p.code, 0) << p.output();
+  EXPECT_NE(p.output().find("PASS"), std::string::npos) << p.output();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Rendezvous

@@ -23,7 +23,7 @@
 
 namespace ms::testing {
 
-inline std::string megascale_bin() { return MEGASCALE_BINARY; }
+inline std::string megascale_bin() { return beside_self("megascale", MEGASCALE_BINARY); }
 
 // mpirun of the binary with n ranks on loopback, one OpenMP thread each.
 inline std::string mpirun(int n) {

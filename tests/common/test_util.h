@@ -61,6 +61,18 @@ inline bool in_ci() {
     }                                                                                                \
   } while (0)
 
+// `name` beside the running test binary if it is there (the GPU machine runs the carried binaries
+// from one folder: scripts/gpu/check.sh), else `fallback` (the build tree's path).
+inline std::string beside_self(const std::string& name, const std::string& fallback) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto p = self.parent_path() / name;
+    if (std::filesystem::exists(p, ec)) return p.string();
+  }
+  return fallback;
+}
+
 inline std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = (std::filesystem::temp_directory_path() / ("megascale_" + tag + "_XXXXXX")).string();
   char* p = mkdtemp(tmpl.data());

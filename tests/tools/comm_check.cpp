@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "base/bf16.h"
+#include "base/device.h"  // DeviceBuffer, copy_bytes (--device cuda)
 #include "comm/comm_env.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
@@ -69,17 +70,37 @@ float expected(ReduceOp op, const std::vector<int>& members, size_t i) {
   return e;
 }
 
-// A buffer of either dtype, read and written as float.
+// --device cuda: every op's buffers are GPU memory (uploaded before, downloaded after the op).
+bool g_gpu = false;
+StreamOrder on() { return g_gpu ? StreamOrder{Device::kCuda, Stream{}} : StreamOrder{}; }
+
+// A buffer of either dtype, read and written as float on the host; data() / at() address the
+// device copy with --device cuda (push() before an op, pull() after it).
 struct Buf {
   DType t;
   std::vector<float> f;
   std::vector<bf16_t> h;
+  DeviceBuffer<char> d;
   Buf(DType type, size_t n, float fill = -7.0f) : t(type) {
     if (t == DType::kF32) f.assign(n, fill);
     else h.assign(n, f32_to_bf16_rne(fill));
   }
-  void* data() { return t == DType::kF32 ? static_cast<void*>(f.data()) : static_cast<void*>(h.data()); }
+  size_t bytes() const { return (t == DType::kF32 ? f.size() : h.size()) * dtype_size(t); }
+  void* host() { return t == DType::kF32 ? static_cast<void*>(f.data()) : static_cast<void*>(h.data()); }
+  void* hat(size_t i) { return static_cast<char*>(host()) + i * dtype_size(t); }
+  void* data() { return g_gpu ? static_cast<void*>(d.data()) : host(); }
   void* at(size_t i) { return static_cast<char*>(data()) + i * dtype_size(t); }
+  void push() {
+    if (!g_gpu) return;
+    d.resize(bytes());
+    copy_bytes(d.data(), Device::kCuda, host(), Device::kCpu, bytes());
+    stream_sync({});
+  }
+  void pull() {
+    if (!g_gpu) return;
+    copy_bytes(host(), Device::kCpu, d.data(), Device::kCuda, bytes());
+    stream_sync({});
+  }
   float get(size_t i) const { return t == DType::kF32 ? f[i] : bf16_to_f32(h[i]); }
   void set(size_t i, float v) {
     if (t == DType::kF32) f[i] = v;
@@ -108,7 +129,9 @@ void check_all_reduce(Communicator& c, DType t, ReduceOp op, size_t n) {
   const int me = c.world_ranks()[c.rank()];
   Buf b(t, n);
   for (size_t i = 0; i < n; i++) b.set(i, value(op, me, i));
-  c.all_reduce(b.data(), n, t, op);
+  b.push();
+  c.all_reduce(b.data(), n, t, op, on());
+  b.pull();
   check("all_reduce", c, t, n, b, 0, [&](size_t i) { return expected(op, c.world_ranks(), i); });
 }
 
@@ -116,8 +139,10 @@ void check_reduce_scatter(Communicator& c, DType t, ReduceOp op, size_t shard, b
   const int me = c.world_ranks()[c.rank()], n = c.size();
   Buf in(t, shard * n), out(t, shard);
   for (size_t i = 0; i < shard * n; i++) in.set(i, value(op, me, i));
+  in.push(), out.push();
   void* dst = in_place ? in.at(c.rank() * shard) : out.data();
-  c.reduce_scatter(in.data(), dst, shard, t, op);
+  c.reduce_scatter(in.data(), dst, shard, t, op, on());
+  in.pull(), out.pull();
   const Buf& got = in_place ? in : out;
   const size_t off = in_place ? c.rank() * shard : 0;
   check(in_place ? "reduce_scatter(in place)" : "reduce_scatter", c, t, shard, got, off,
@@ -133,8 +158,10 @@ void check_all_gather(Communicator& c, DType t, size_t shard, bool in_place) {
     if (in_place) out.set(c.rank() * shard + i, v_sum(me, c.rank() * shard + i));
     else in.set(i, v_sum(me, c.rank() * shard + i));
   }
+  in.push(), out.push();
   const void* src = in_place ? out.at(c.rank() * shard) : in.data();
-  c.all_gather(src, out.data(), shard, t);
+  c.all_gather(src, out.data(), shard, t, on());
+  out.pull();
   check(in_place ? "all_gather(in place)" : "all_gather", c, t, shard * n, out, 0,
         [&](size_t i) { return v_sum(c.world_ranks()[i / shard], i); });
 }
@@ -144,7 +171,9 @@ void check_broadcast(Communicator& c, DType t, size_t n, int root) {
   Buf b(t, n);
   if (c.rank() == root)
     for (size_t i = 0; i < n; i++) b.set(i, v_sum(me, i));
-  c.broadcast(b.data(), n, t, root);
+  b.push();
+  c.broadcast(b.data(), n, t, root, on());
+  b.pull();
   check("broadcast", c, t, n, b, 0, [&](size_t i) { return v_sum(c.world_ranks()[root], i); });
 }
 
@@ -158,8 +187,10 @@ void check_async(Communicator& c, DType t) {
     for (size_t i = 0; i < n; i++) bufs.back().set(i, v_sum(me, i));
   }
   std::vector<CommWork> w;
-  for (int k = 0; k < 3; k++) w.push_back(c.start_all_reduce(bufs[k].data(), sizes[k], t, ReduceOp::kSum));
+  for (Buf& b : bufs) b.push();
+  for (int k = 0; k < 3; k++) w.push_back(c.start_all_reduce(bufs[k].data(), sizes[k], t, ReduceOp::kSum, on()));
   for (int k = 2; k >= 0; k--) w[k].wait();
+  for (Buf& b : bufs) b.pull();
   for (int k = 0; k < 3; k++)
     check("async all_reduce", c, t, sizes[k], bufs[k], 0,
           [&](size_t i) { return expected(ReduceOp::kSum, c.world_ranks(), i); });
@@ -180,12 +211,26 @@ void check_send_recv(Communicator& c) {
     in[k].assign(sizes[k], 0);
     for (size_t i = 0; i < sizes[k]; i++) out[k][i] = pattern(r, k + 10, i);
   }
+  std::vector<DeviceBuffer<uint8_t>> din(2), dout(2);
+  auto ptr = [&](std::vector<std::vector<uint8_t>>& h, std::vector<DeviceBuffer<uint8_t>>& d, int k) {
+    return g_gpu ? d[k].data() : h[k].data();
+  };
+  if (g_gpu)
+    for (int k = 0; k < 2; k++) {
+      din[k].resize(sizes[k]), dout[k].resize(sizes[k]);
+      dout[k].upload(out[k].data(), sizes[k]);
+    }
+  if (g_gpu) stream_sync({});
   std::vector<CommWork> w;
-  w.push_back(c.start_recv(in[1].data(), sizes[1], prev, 11));
-  w.push_back(c.start_send(out[0].data(), sizes[0], next, 10));
-  w.push_back(c.start_send(out[1].data(), sizes[1], next, 11));
-  w.push_back(c.start_recv(in[0].data(), sizes[0], prev, 10));
+  w.push_back(c.start_recv(ptr(in, din, 1), sizes[1], prev, 11, on()));
+  w.push_back(c.start_send(ptr(out, dout, 0), sizes[0], next, 10, on()));
+  w.push_back(c.start_send(ptr(out, dout, 1), sizes[1], next, 11, on()));
+  w.push_back(c.start_recv(ptr(in, din, 0), sizes[0], prev, 10, on()));
   for (auto& x : w) x.wait();
+  if (g_gpu) {
+    for (int k = 0; k < 2; k++) din[k].download(in[k].data(), sizes[k]);
+    stream_sync({});
+  }
   for (int k = 0; k < 2; k++) {
     size_t bad = 0;
     for (size_t i = 0; i < sizes[k]; i++) bad += in[k][i] != pattern(prev, k + 10, i);
@@ -202,7 +247,9 @@ void check_same_bits(Communicator& c, DType t) {
   const int me = c.world_ranks()[c.rank()];
   Buf b(t, n), ref(t, 1);
   for (size_t i = 0; i < n; i++) b.set(i, x(me, i));
-  c.all_reduce(b.data(), n, t, ReduceOp::kSum);
+  b.push();
+  c.all_reduce(b.data(), n, t, ReduceOp::kSum, on());
+  b.pull();
   if (std::string(c.backend()) == "gloo") {
     check("rank-order all_reduce", c, t, n, b, 0, [&](size_t i) {
       ref.set(0, x(c.world_ranks()[0], i));
@@ -216,10 +263,12 @@ void check_same_bits(Communicator& c, DType t) {
     });
   }
   Buf all(t, n * c.size());
-  c.all_gather(b.data(), all.data(), n, t);
+  all.push();
+  c.all_gather(b.data(), all.data(), n, t, on());
+  all.pull();
   const size_t bytes = n * dtype_size(t);
   for (int r = 0; r < c.size(); r++)
-    EXPECT(std::memcmp(all.at(r * n), b.data(), bytes) == 0, "all_reduce on '{}' {}: rank {} got other bits than rank {}",
+    EXPECT(std::memcmp(all.hat(r * n), b.host(), bytes) == 0, "all_reduce on '{}' {}: rank {} got other bits than rank {}",
            c.name(), dtype_name(t), c.world_ranks()[r], me);
 }
 
@@ -281,10 +330,12 @@ void check_grid(std::unique_ptr<Communicator> world, const std::string& spec) {
   // Groups of different dimensions with collectives in flight at once.
   Buf a(DType::kF32, 1001), b(DType::kF32, 1001);
   for (size_t i = 0; i < 1001; i++) a.set(i, v_sum(me, i)), b.set(i, v_sum(me, i));
-  CommWork wa = grid.tp().start_all_reduce(a.data(), 1001, DType::kF32, ReduceOp::kSum);
-  CommWork wb = grid.dp().start_all_reduce(b.data(), 1001, DType::kF32, ReduceOp::kSum);
+  a.push(), b.push();
+  CommWork wa = grid.tp().start_all_reduce(a.data(), 1001, DType::kF32, ReduceOp::kSum, on());
+  CommWork wb = grid.dp().start_all_reduce(b.data(), 1001, DType::kF32, ReduceOp::kSum, on());
   wb.wait();
   wa.wait();
+  a.pull(), b.pull();
   check("tp all_reduce", grid.tp(), DType::kF32, 1001, a, 0,
         [&](size_t i) { return expected(ReduceOp::kSum, grid.tp().world_ranks(), i); });
   check("dp all_reduce", grid.dp(), DType::kF32, 1001, b, 0,
@@ -509,12 +560,19 @@ int main(int argc, char** argv) {
   app.add_option("--pid-dir", pid_dir, "write <dir>/pid.<rank>");
   app.add_option("--rounds", rounds, "rounds per group (cross, concurrent)");
   app.add_option("--groups", groups, "groups driven at once, the world included (concurrent)");
+  bool stage = false;
+  std::string device = "cpu";
+  app.add_flag("--stage", stage, "host buffers take the staging path of GPU buffers (comm/staging.h) (ops mode)");
+  app.add_option("--device", device, "cpu, or cuda: every buffer in GPU memory (ops mode)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  g_gpu = device == "cuda";
   try {
     CommEnv env = CommEnv::from_environment();
     env.timeout = std::chrono::milliseconds(timeout_ms);
     env.trace_capacity = trace_capacity;
     auto world = init_world(env);
+    world->stage_host_buffers(stage);  // inherited by every group made from it
     const int me = world->rank();
     if (!pid_dir.empty()) std::ofstream(pid_dir + "/pid." + std::to_string(me)) << getpid() << "\n";
     if (mode == "allreduce") {

@@ -169,12 +169,14 @@ TEST_F(CudaTraining, StateMovesBetweenDevices) {
     const GPT& m = a.model();
     const size_t n = m.num_params();
     std::vector<float> p(n), mom1(n), mom2(n);
-    for (const StateRun& r : a.parallel().state_runs()) {
-      const size_t at = r.spec->offset + r.lo;
-      std::copy(r.param, r.param + (r.hi - r.lo), p.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy(r.m, r.m + (r.hi - r.lo), mom1.begin() + static_cast<std::ptrdiff_t>(at));
-      std::copy(r.v, r.v + (r.hi - r.lo), mom2.begin() + static_cast<std::ptrdiff_t>(at));
+    for (const StateRun& r : a.parallel().state_runs()) {  // GPU runs point into device memory
+      EXPECT_EQ(r.device, from);
+      const size_t at = r.spec->offset + r.lo, bytes = (r.hi - r.lo) * sizeof(float);
+      copy_bytes(p.data() + at, Device::kCpu, r.param, r.device, bytes);
+      copy_bytes(mom1.data() + at, Device::kCpu, r.m, r.device, bytes);
+      copy_bytes(mom2.data() + at, Device::kCpu, r.v, r.device, bytes);
     }
+    if (from == Device::kCuda) stream_sync({});
     b.parallel().load_chunk_state(0, p.data(), mom1.data(), mom2.data(), a.parallel().steps_taken());
     auto skip = tokens(ct);  // b's token stream at a's position
     std::vector<int> in(static_cast<size_t>(ct.train.batch_size) * ct.train.seq_len), tg(in.size());

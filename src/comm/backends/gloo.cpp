@@ -159,6 +159,24 @@ class AuthRedisStore : public SerializedStore<gloo::rendezvous::RedisStore> {
   }
 };
 
+// The rendezvous store env.store names (its folder created, a Redis server probed first).
+std::unique_ptr<gloo::rendezvous::Store> open_store(const CommEnv& env) {
+  const StoreAddress addr = parse_store(env.store);
+  if (addr.redis) {
+    probe_redis(addr.host, addr.port, env.store_password, std::min(env.timeout, milliseconds(5000)), env.store);
+    try {
+      return std::make_unique<AuthRedisStore>(addr.host, addr.port, env.store_password, env.timeout);
+    } catch (const std::exception& e) {
+      MS_COMM_FAIL("rendezvous store {}: {}", env.store, e.what());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(addr.path, ec);
+  MS_CHECK(!ec && std::filesystem::is_directory(addr.path), "rendezvous store {}: cannot create folder '{}': {}",
+           env.store, addr.path, ec.message());
+  return std::make_unique<SerializedStore<gloo::rendezvous::FileStore>>(addr.path);
+}
+
 // What every group of one world shares: the store (keys under the run id) and the TCP device.
 // Written once by create_world before any group's thread runs; afterwards the groups' threads use
 // it at the same time: the store is a SerializedStore (PrefixStore only forwards), and
@@ -521,23 +539,9 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
   // process with SIGPIPE instead of failing the op. Ignore it unless the program handles it.
   struct sigaction old_action {};
   if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
-  const StoreAddress addr = parse_store(env.store);
   std::unique_ptr<GlooCommunicator> comm;
   {  // on the caller's thread: no group (and so no comm thread) uses `shared` yet
-    if (addr.redis) {
-      probe_redis(addr.host, addr.port, env.store_password, std::min(env.timeout, milliseconds(5000)), env.store);
-      try {
-        shared->base = std::make_unique<AuthRedisStore>(addr.host, addr.port, env.store_password, env.timeout);
-      } catch (const std::exception& e) {
-        MS_COMM_FAIL("rendezvous store {}: {}", env.store, e.what());
-      }
-    } else {
-      std::error_code ec;
-      std::filesystem::create_directories(addr.path, ec);
-      MS_CHECK(!ec && std::filesystem::is_directory(addr.path), "rendezvous store {}: cannot create folder '{}': {}",
-               env.store, addr.path, ec.message());
-      shared->base = std::make_unique<SerializedStore<gloo::rendezvous::FileStore>>(addr.path);
-    }
+    shared->base = open_store(env);
     shared->run = std::make_unique<gloo::rendezvous::PrefixStore>(env.run_id, *shared->base);
     gloo::transport::tcp::attr attr;
     attr.hostname = env.hostname;
@@ -555,5 +559,20 @@ std::unique_ptr<Communicator> GlooCommunicator::create_world(const CommEnv& env)
 }  // namespace
 
 std::unique_ptr<Communicator> make_gloo_world(const CommEnv& env) { return GlooCommunicator::create_world(env); }
+
+std::vector<char> store_share(const CommEnv& env, const std::string& key, const std::vector<char>& value, bool root) {
+  MS_CHECK(!env.store.empty(), "rendezvous of {} ranks needs a store: set MEGASCALE_STORE to file:/dir or "
+           "redis://host:port", env.world_size);
+  const std::unique_ptr<gloo::rendezvous::Store> base = open_store(env);
+  gloo::rendezvous::PrefixStore run(env.run_id, *base);
+  try {
+    if (root) run.set(key, value);
+    run.wait({key}, env.timeout);
+    return run.get(key);
+  } catch (const std::exception& e) {
+    MS_COMM_FAIL("rendezvous through store {} (run '{}', key '{}', rank {} of {}) failed within {} ms: {}", env.store,
+                 env.run_id, key, env.rank, env.world_size, env.timeout.count(), e.what());
+  }
+}
 
 }  // namespace ms

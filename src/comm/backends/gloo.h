@@ -18,6 +18,8 @@
 // and the store, whose calls are serialised (a group connects on its parent's thread).
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "comm/comm_env.h"       // CommEnv
 #include "comm/communicator.h"  // Communicator
@@ -26,5 +28,9 @@ namespace ms {
 
 // Rendezvous of env.world_size processes through env.store; the world group of this process.
 std::unique_ptr<Communicator> make_gloo_world(const CommEnv& env);
+// The store as a rendezvous for another engine (NCCL's unique id): the root sets `key` (under
+// env.run_id) to `value`, every rank waits for it (bounded by env.timeout) and returns it. A
+// CommError names the store, run, key and rank on failure.
+std::vector<char> store_share(const CommEnv& env, const std::string& key, const std::vector<char>& value, bool root);
 
 }  // namespace ms

@@ -3,6 +3,9 @@
 // are here as they were in model/gpt_*.cpp, so the bits do not change.
 #include "kernels/backend.h"
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>  // std::fill, std::min
 #include <cstring>    // std::memcpy
 
@@ -136,6 +139,11 @@ class CpuKernels final : public KernelBackend {
   }
   void copy(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, sizeof(float) * n); }
   void fill(float* p, float value, size_t n) override { std::fill(p, p + n, value); }
+  void add(float* out, const float* in, size_t n) override {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] += in[i];
+  }
+  void delay(double ms) override { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
   float masked_loss_mean(const float* losses, const int* targets, int N) override {
     return masked_loss_mean_host(losses, targets, N);
   }

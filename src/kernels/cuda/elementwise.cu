@@ -30,6 +30,9 @@ __global__ void fill_kernel(float* x, size_t n, float value) {
 __global__ void scale_kernel(float* x, size_t n, float s) {
   MS_GRID_STRIDE(i, n) x[i] *= s;
 }
+__global__ void add_kernel(float* out, const float* in, size_t n) {
+  MS_GRID_STRIDE(i, n) out[i] += in[i];
+}
 
 struct AdamConsts {
   float decay_mul, b1, c1, b2, c2, neg_step, bc2s, eps, gscale;
@@ -61,6 +64,28 @@ void f32_to_bf16(bf16_t* out, const float* in, size_t n, Stream s) {
 void bf16_to_f32(float* out, const bf16_t* in, size_t n, Stream s) {
   if (n == 0) return;
   bf16_to_f32_kernel<<<grid_for(n), 256, 0, st(s)>>>(out, in, n);
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+// One thread that holds its stream for `ns` nanoseconds of the GPU's global timer.
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+void spin(double ms, Stream s) {
+  if (ms <= 0) return;
+  spin_kernel<<<1, 1, 0, st(s)>>>(static_cast<unsigned long long>(ms * 1e6));
+  MS_CUDA_CHECK_LAUNCH();
+}
+
+void add(float* out, const float* in, size_t n, Stream s) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), 256, 0, st(s)>>>(out, in, n);
   MS_CUDA_CHECK_LAUNCH();
 }
 

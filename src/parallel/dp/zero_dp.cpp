@@ -2,11 +2,14 @@
 #include "parallel/dp/zero_dp.h"
 
 #include <algorithm>
+#include <cstdlib>  // std::getenv, std::atof
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "kernels/backend.h"        // KernelBackend::copy, fill, delay
+#include "kernels/optim_kernels.h"  // cuda_optim_kernels (sums of squares on the GPU)
 #include "optim/decay_policy.h"  // optimizer_tensors
 #include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
 #include "obs/trace_sink.h"  // TraceScope
@@ -32,11 +35,14 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
     : model_(model), comm_(dp), overlap_(parallel.overlap), bucket_mb_(parallel.bucket_mb),
       layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(parallel),
               optimizer_tensors(model.param_specs(), optim)),
-      optimizer_(optim, piece_views(layout_), layout_.local_size()),
+      optimizer_(optim, piece_views(layout_), layout_.local_size(), model.device()),
       rank_sum_(dp, 2 * std::max<size_t>(layout_.num_tensors(), 1)) {
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
-  shard_params_.resize(local);
-  shard_grads_.resize(local);
+  const Device dev = model.device();
+  on_ = stream_order_of(model);
+  shard_params_.resize(local, dev);
+  shard_grads_.resize(local, dev);
+  if (const char* d = std::getenv("MEGASCALE_TEST_DELAY_BACKWARD_MS")) delay_backward_ms_ = std::atof(d);
   // Invariants the overlap relies on, asserted: buckets run from the end of the buffer to offset 0
   // (backward completion order; the token embedding at offset 0, complete only at the end of
   // backward unless split as below), and only the bucket at offset 0 is padded, so one staging
@@ -52,8 +58,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   MS_CHECK(nb == 0 || layout_.buckets().back().start == 0, "ZeRO-2: the buckets do not reach offset 0");
   MS_CHECK(staged_buckets <= 1 && (staged_buckets == 0 || staged(nb - 1)),
            "ZeRO-2: {} padded buckets; only the one at offset 0 may be padded", staged_buckets);
-  rs_staging_.resize(std::max<size_t>(stage, 1));
-  ag_staging_.resize(std::max<size_t>(stage, 1));
+  rs_staging_.resize(std::max<size_t>(stage, 1), dev);
+  ag_staging_.resize(std::max<size_t>(stage, 1), dev);
   rs_.resize(nb);
   ag_.resize(nb);
   ag_pending_.assign(nb, 0);
@@ -63,7 +69,7 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   const float* P = static_cast<const GPT&>(model_).params();
   for (size_t b = 0; b < nb; b++) {
     const size_t lo = layout_.owned_lo(b), hi = layout_.owned_hi(b);
-    std::copy(P + lo, P + hi, shard_params_.data() + layout_.buckets()[b].local);
+    if (hi > lo) model_.kernels().copy(shard_params_.data() + layout_.buckets()[b].local, P + lo, hi - lo);
   }
   // The tied embedding split (zero_dp.h): [0, tied_hi_) is the token embedding; the buckets wholly
   // inside it are the last ones (tied_first_..nb-1); this rank's owned runs of it, for the rows.
@@ -110,6 +116,7 @@ bool ZeroDataParallel::staged(size_t b) const {
 
 void ZeroDataParallel::arm_backward(bool last_micro_batch) {
   armed_ = last_micro_batch;
+  if (armed_ && delay_backward_ms_ > 0) model_.kernels().delay(delay_backward_ms_);
   split_armed_ = armed_ && split_tied_;
   if (split_armed_) model_.defer_token_grad();
 }
@@ -193,11 +200,11 @@ void ZeroDataParallel::start_grad_reduce_scatter(size_t b) {
   const float* in = G + k.start;
   if (staged(b)) {
     const size_t n = k.end - k.start, padded = k.padded(comm_.size());
-    std::memcpy(rs_staging_.data(), in, n * sizeof(float));
-    std::fill(rs_staging_.data() + n, rs_staging_.data() + padded, 0.0f);
+    model_.kernels().copy(rs_staging_.data(), in, n);
+    model_.kernels().fill(rs_staging_.data() + n, 0.0f, padded - n);
     in = rs_staging_.data();
   }
-  rs_[b] = comm_.start_reduce_scatter(in, shard_grads_.data() + k.local, k.shard, DType::kF32, ReduceOp::kSum);
+  rs_[b] = comm_.start_reduce_scatter(in, shard_grads_.data() + k.local, k.shard, DType::kF32, ReduceOp::kSum, on_);
 }
 
 void ZeroDataParallel::finish_grad_reduce_scatter() {
@@ -210,7 +217,7 @@ void ZeroDataParallel::finish_grad_reduce_scatter() {
   }
   while (next_rs_ < end) start_grad_reduce_scatter(next_rs_++);
   if (split_armed_) start_token_rows_all_gather();
-  for (size_t b = 0; b < nb; b++) exposed_s_ += wait_timed(rs_[b], "wait reduce_scatter");
+  for (size_t b = 0; b < nb; b++) exposed_s_ += wait_timed(rs_[b], "wait reduce_scatter", on_);
   if (split_armed_) finish_token_rows_all_gather();
   next_rs_ = 0;
   armed_ = split_armed_ = tied_started_ = false;
@@ -225,8 +232,12 @@ double ZeroDataParallel::sum_across_ranks(double v) {
 double ZeroDataParallel::grad_sq_sum(const std::vector<char>* counted) {
   double mine = 0;
   const auto& pieces = layout_.pieces();
-  for (const DpPiece& p : pieces)
-    if (!counted || (*counted)[p.tensor]) mine += ms::grad_sq_sum(shard_grads_.data() + p.view.offset, p.view.numel);
+  const bool gpu = on_.device == Device::kCuda;
+  for (const DpPiece& p : pieces) {
+    if (counted && !(*counted)[p.tensor]) continue;
+    const float* g = shard_grads_.data() + p.view.offset;
+    mine += gpu ? cuda_optim_kernels().sum_squares(g, p.view.numel) : ms::grad_sq_sum(g, p.view.numel);
+  }
   return sum_across_ranks(mine);
 }
 
@@ -267,7 +278,7 @@ void ZeroDataParallel::start_param_all_gather() {
   for (size_t i = bk.size(); i-- > 0;) {  // forward order: embeddings first
     const DpBucket& k = bk[i];
     float* out = staged(i) ? ag_staging_.data() : P + k.start;
-    ag_[i] = comm_.start_all_gather(shard_params_.data() + k.local, out, k.shard, DType::kF32);
+    ag_[i] = comm_.start_all_gather(shard_params_.data() + k.local, out, k.shard, DType::kF32, on_);
     ag_pending_[i] = 1;
   }
   if (!overlap_) finish_param_all_gather();
@@ -275,12 +286,12 @@ void ZeroDataParallel::start_param_all_gather() {
 
 void ZeroDataParallel::finish_param_all_gather(size_t b) {
   if (!ag_pending_[b]) return;
-  exposed_s_ += wait_timed(ag_[b], "wait all_gather");
+  exposed_s_ += wait_timed(ag_[b], "wait all_gather", on_);
   ag_pending_[b] = 0;
   if (staged(b)) {
     const DpBucket& k = layout_.buckets()[b];
     float* P = model_.params();
-    std::memcpy(P + k.start, ag_staging_.data(), (k.end - k.start) * sizeof(float));
+    model_.kernels().copy(P + k.start, ag_staging_.data(), k.end - k.start);
   }
 }
 
@@ -307,17 +318,24 @@ std::vector<std::pair<size_t, size_t>> ZeroDataParallel::owned_ranges(const GPT&
 
 void ZeroDataParallel::load_state(const float* params, const float* m, const float* v, int steps_taken) {
   finish_param_all_gather();
+  // The arguments are host memory; the shards and moments live on the model's device.
   float* M = optimizer_.moment1();
   float* V = optimizer_.moment2();
+  const Device dev = on_.device;
   for (const DpPiece& p : layout_.pieces()) {
-    const size_t n = p.view.numel, at = p.view.offset;
-    std::memcpy(shard_params_.data() + at, params + p.global, n * sizeof(float));
-    std::memcpy(M + at, m + p.global, n * sizeof(float));
-    std::memcpy(V + at, v + p.global, n * sizeof(float));
+    const size_t n = p.view.numel, at = p.view.offset, bytes = n * sizeof(float);
+    copy_bytes(shard_params_.data() + at, dev, params + p.global, Device::kCpu, bytes);
+    copy_bytes(M + at, dev, m + p.global, Device::kCpu, bytes);
+    copy_bytes(V + at, dev, v + p.global, Device::kCpu, bytes);
   }
+  if (dev == Device::kCuda) stream_sync({});
   optimizer_.set_steps_taken(steps_taken);
-  float* P = model_.params();  // non-const params(): the bf16 copy goes stale
-  if (params != P) std::memcpy(P, params, model_.num_params() * sizeof(float));
+  if (dev == Device::kCuda) {
+    model_.load_params(params);  // the bf16 copy goes stale
+  } else {
+    float* P = model_.params();  // non-const params(): the bf16 copy goes stale
+    if (params != P) std::memcpy(P, params, model_.num_params() * sizeof(float));
+  }
 }
 
 void ZeroDataParallel::begin_step() {
@@ -333,6 +351,12 @@ void ZeroDataParallel::update(float lr, float grad_scale) {
 void ZeroDataParallel::reset_from_model() {
   // The shards of the model's weights, zero moments, no step taken: the constructor's state.
   const std::vector<float> zeros(model_.num_params(), 0.0f);
+  if (on_.device == Device::kCuda) {  // load_state reads host memory
+    std::vector<float> params(model_.num_params());
+    model_.copy_params_to_host(params.data());
+    load_state(params.data(), zeros.data(), zeros.data(), 0);
+    return;
+  }
   load_state(static_cast<const GPT&>(model_).params(), zeros.data(), zeros.data(), 0);
 }
 
@@ -346,7 +370,8 @@ void ZeroDataParallel::append_state_runs(int chunk, const std::vector<char>& own
     const size_t i = static_cast<size_t>(p.tensor);
     if (!owned[i]) continue;
     const size_t lo = p.global - specs[i].offset, at = p.view.offset;
-    out.push_back({chunk, &specs[i], p.tensor == head_copy_tensor, lo, lo + p.view.numel, P + at, M + at, V + at});
+    out.push_back({chunk, &specs[i], p.tensor == head_copy_tensor, lo, lo + p.view.numel, P + at, M + at, V + at,
+                   on_.device});
   }
 }
 

@@ -23,12 +23,21 @@
 // returns (for measuring what overlap hides). exposed_seconds() is the time the compute thread spent
 // waiting on communication. It is the data-parallel ParamState (param_state.h): ParallelModel
 // drives it through that interface; the named collective phases below stay callable directly.
+// On a GPU (the model's device): the shards, the optimizer state and the staging buffers live in
+// device memory; every collective is stream-ordered on the model's compute stream (a bucket's
+// reduce-scatter starts after the kernels that wrote its gradients, never on the host's return
+// from them; the next forward's kernels wait on each bucket's all-gather); the tied embedding is
+// not split (its bucket is reduced at the end of backward); the state runs point into GPU memory
+// (StateRun::device). Ordering test hook: MEGASCALE_TEST_DELAY_BACKWARD_MS=<ms> holds
+// the compute stream that long before each reducing backward (KernelBackend::delay), so gradients
+// are written well after the host has asked for their reduce-scatter; results must not change.
 #pragma once
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "base/aligned.h"     // AlignedBuffer
+#include "base/device_array.h"  // DeviceArray
 #include "comm/communicator.h"        // Communicator, CommWork
 #include "config/optim_config.h"     // OptimConfig
 #include "config/parallel_config.h"  // ParallelConfig
@@ -127,8 +136,10 @@ class ZeroDataParallel final : public ParamState {
   float bucket_mb_;
   DpBucketLayout layout_;
   Optimizer optimizer_;  // over this rank's pieces (local offsets), optimizer state for the shard only
-  AlignedBuffer<float> shard_params_, shard_grads_;
-  AlignedBuffer<float> rs_staging_, ag_staging_;  // the padded bucket's reduce-scatter input / all-gather output
+  StreamOrder on_;  // the model's device and compute stream (timed_wait.h)
+  DeviceArray<float> shard_params_, shard_grads_;  // on the model's device
+  DeviceArray<float> rs_staging_, ag_staging_;  // the padded bucket's reduce-scatter input / all-gather output
+  double delay_backward_ms_ = 0;                       // MEGASCALE_TEST_DELAY_BACKWARD_MS
   size_t last_ready_lo_ = 0;                       // grad_ready order check
   std::vector<CommWork> rs_, ag_;
   std::vector<char> ag_pending_;

@@ -2,7 +2,6 @@
 #include "parallel/pp/pipeline_stage.h"
 
 #include <algorithm>  // std::max, std::copy
-#include <cstring>    // std::memcpy
 #include <string>
 
 #include "base/check.h"            // MS_CHECK
@@ -68,18 +67,19 @@ PipelineStage::PipelineStage(std::vector<GPT*> chunks, Communicator* pp, const P
   const std::vector<int> most = most_held(sch_, stage_, [](const PpOp& op) {
     return op.kind == PpOpKind::kPostRecv && op.payload == Payload::kGradient;
   }, 0);
+  on_ = stream_order_of(*chunks_[0]);
   grad_in_.resize(v);
   grad_free_.resize(v);
   grad_buf_.assign(static_cast<size_t>(m_) * v, -1);
   for (int c = 0; c < v; c++) {
-    grad_in_[c].resize(static_cast<size_t>(most[c]) * rows_ * C_);
+    grad_in_[c].resize(static_cast<size_t>(most[c]) * rows_ * C_, on_.device);
     for (int k = most[c]; k-- > 0;) grad_free_[c].push_back(k);
   }
   const int S = sch.spec.send_slots;
   send_buf_.resize(2 * v);
   send_free_.resize(2 * v);
   for (int i = 0; i < 2 * v; i++) {
-    if (P_ > 1) send_buf_[i].resize(static_cast<size_t>(S) * rows_ * C_);
+    if (P_ > 1) send_buf_[i].resize(static_cast<size_t>(S) * rows_ * C_, on_.device);
     for (int k = S; k-- > 0;) send_free_[i].push_back(k);
   }
   // "forward 3.1" / "backward 3.1" (micro-batch.chunk): the compute spans of the trace.
@@ -141,7 +141,7 @@ void PipelineStage::fetch_tokens(int mb, const Tokens& tokens) {
 double PipelineStage::wait(Inflight& f, const char* what) {
   MS_CHECK(f.active, "pipeline: {} that was never posted", what);
   f.active = false;
-  return wait_timed(f.work, what);
+  return wait_timed(f.work, what, on_);
 }
 
 void PipelineStage::post_recv(const PpOp& op) {
@@ -158,7 +158,8 @@ void PipelineStage::post_recv(const PpOp& op) {
     grad_free_[op.chunk].pop_back();
     buf = grad_in_[op.chunk].data() + static_cast<size_t>(b) * rows_ * C_;
   }
-  f.work = pp_->start_recv(buf, rows_ * C_ * sizeof(float), op.peer, tag(op.payload, op.mb, global_chunk(op.chunk)));
+  f.work = pp_->start_recv(buf, rows_ * C_ * sizeof(float), op.peer, tag(op.payload, op.mb, global_chunk(op.chunk)),
+                           on_);
   f.active = true;
 }
 
@@ -173,10 +174,10 @@ void PipelineStage::post_send(const PpOp& op) {
   float* buf = send_buf_[p * v + op.chunk].data() + static_cast<size_t>(f.buffer) * rows_ * C_;
   const GPT& chunk = *chunks_[op.chunk];
   const float* src = op.payload == Payload::kActivation ? chunk.output() : chunk.input_grad();
-  std::memcpy(buf, src, rows_ * C_ * sizeof(float));
+  chunk.kernels().copy(buf, src, rows_ * C_);
   const int g = global_chunk(op.chunk);
   const int consumer = op.payload == Payload::kActivation ? g + 1 : g - 1;
-  f.work = pp_->start_send(buf, rows_ * C_ * sizeof(float), op.peer, tag(op.payload, op.mb, consumer));
+  f.work = pp_->start_send(buf, rows_ * C_ * sizeof(float), op.peer, tag(op.payload, op.mb, consumer), on_);
   f.active = true;
 }
 

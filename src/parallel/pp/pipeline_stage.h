@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/aligned.h"              // AlignedBuffer
+#include "base/device_array.h"         // DeviceArray
 #include "comm/communicator.h"         // Communicator, CommWork
 #include "parallel/pp/pp_schedule.h"   // PipelineSchedule
 
@@ -93,10 +94,11 @@ class PipelineStage {
   std::vector<std::vector<int>> free_slots_;   // per chunk
   std::vector<int> slot_;                      // (mb, chunk) -> activation slot, -1 = none
   std::vector<Inflight> recvs_, sends_;        // per (payload, mb, chunk)
-  std::vector<AlignedBuffer<float>> grad_in_;  // per chunk: received output gradients (a few messages)
+  StreamOrder on_;  // the chunks' device and compute stream: every send/recv is ordered on it
+  std::vector<DeviceArray<float>> grad_in_;  // per chunk: received output gradients (a few messages)
   std::vector<std::vector<int>> grad_free_;    // per chunk: free message indices of grad_in_
   std::vector<int> grad_buf_;                  // (mb, chunk) -> its gradient message, -1 = none
-  std::vector<AlignedBuffer<float>> send_buf_; // per (payload, chunk): send_slots messages
+  std::vector<DeviceArray<float>> send_buf_; // per (payload, chunk): send_slots messages
   std::vector<std::vector<int>> send_free_;    // per (payload, chunk): free ring indices
   std::vector<int> inputs_, targets_;          // the step's micro-batches (m x B*T)
   std::vector<std::string_view> span_names_;  // per (forward/backward, mb, chunk), interned

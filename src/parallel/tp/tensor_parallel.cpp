@@ -5,7 +5,8 @@
 
 #include "base/check.h"          // MS_CHECK
 #include "model/param_layout.h"  // build_param_layout, place_param
-#include "parallel/timed_wait.h" // wait_timed
+#include "kernels/backend.h"      // KernelBackend::copy
+#include "parallel/timed_wait.h" // wait_timed, stream_order_of
 
 namespace ms {
 
@@ -18,14 +19,14 @@ TensorParallel::TensorParallel(GPT& model, Communicator& tp, const ParallelConfi
   MS_CHECK(s.seq_sharded == parallel.sequence_parallel, "tensor parallel: the model's sequence sharding differs "
            "from parallel.sequence_parallel");
   regions_ = std::make_unique<TpRegions>(tp, parallel.tp_chunks, parallel.sequence_parallel, max_rows,
-                                         model_cfg_.n_embd);
+                                         model_cfg_.n_embd, model.kernels(), stream_order_of(model));
   size_t packed = 0;
   for (const ParamSpec& p : model.param_specs()) {
     counted_.push_back(p.sharded() || tp.rank() == 0);
     partial_.push_back(p.grad_partial);
     if (p.grad_partial) packed += p.numel();
   }
-  pack_.resize(std::max<size_t>(packed, 1));
+  pack_.resize(std::max<size_t>(packed, 1), model.device());
   norms_in_.resize(2 * counted_.size());
   norms_out_.resize(2 * counted_.size());
   model_.set_tensor_regions(regions_.get());
@@ -38,12 +39,14 @@ void TensorParallel::all_reduce_partial_grads(float* grads, const std::vector<Pa
   for (const ParamTensor& v : views) n += v.numel;
   if (n == 0) return;
   MS_CHECK(n <= pack_.size(), "tensor parallel: {} partial-gradient elements, room for {}", n, pack_.size());
+  KernelBackend& k = model_.kernels();
+  const StreamOrder on = stream_order_of(model_);
   float* p = pack_.data();
-  for (const ParamTensor& v : views) { std::memcpy(p, grads + v.offset, v.numel * sizeof(float)); p += v.numel; }
-  CommWork w = comm_.start_all_reduce(pack_.data(), n, DType::kF32, ReduceOp::kSum);
-  exposed_s_ += wait_timed(w, "wait tp all_reduce grads");
+  for (const ParamTensor& v : views) { k.copy(p, grads + v.offset, v.numel); p += v.numel; }
+  CommWork w = comm_.start_all_reduce(pack_.data(), n, DType::kF32, ReduceOp::kSum, on);
+  exposed_s_ += wait_timed(w, "wait tp all_reduce grads", on);
   p = pack_.data();
-  for (const ParamTensor& v : views) { std::memcpy(grads + v.offset, p, v.numel * sizeof(float)); p += v.numel; }
+  for (const ParamTensor& v : views) { k.copy(grads + v.offset, p, v.numel); p += v.numel; }
 }
 
 double TensorParallel::sum_across_ranks(double v) {
@@ -69,8 +72,9 @@ std::vector<float> TensorParallel::gather_full_params() {
   const int P = comm_.size();
   const size_t local = model_.num_params();
   std::vector<float> all(local * P);
-  const float* mine = static_cast<const GPT&>(model_).params();
-  comm_.all_gather(mine, all.data(), local, DType::kF32);
+  // Host memory on every device (checkpoints and export read it): this rank's part copied first.
+  model_.copy_params_to_host(all.data() + static_cast<size_t>(comm_.rank()) * local);
+  comm_.all_gather(all.data() + static_cast<size_t>(comm_.rank()) * local, all.data(), local, DType::kF32);
   const ModelShard& sh = model_.shard();
   ModelShard chunk;  // the same layers, not split over tensor-parallel ranks
   chunk.layer_begin = sh.layer_begin, chunk.layer_end = sh.layer_end;

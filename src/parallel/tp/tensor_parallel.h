@@ -66,7 +66,7 @@ class TensorParallel {
   std::vector<char> counted_, partial_;
   RankOrderSum sums_;
   std::vector<double> norms_in_, norms_out_;
-  AlignedBuffer<float> pack_;  // grad_partial elements packed for one all-reduce
+  DeviceArray<float> pack_;    // grad_partial elements packed for one all-reduce
   double exposed_s_ = 0;
 };
 

@@ -2,33 +2,25 @@
 #include "parallel/tp/tp_regions.h"
 
 #include <algorithm>  // std::min
-#include <cstring>    // std::memcpy
 
 #include "base/check.h"            // MS_CHECK
 #include "parallel/timed_wait.h"   // wait_timed
 
 namespace ms {
 
-TpRegions::TpRegions(Communicator& tp, int chunks, bool sequence_parallel, size_t full_rows, int width)
+TpRegions::TpRegions(Communicator& tp, int chunks, bool sequence_parallel, size_t full_rows, int width,
+                     KernelBackend& k, StreamOrder on)
     : comm_(tp), parts_(tp.size()), index_(tp.rank()), chunks_(chunks), sp_(sequence_parallel),
-      full_rows_(full_rows), width_(width) {
+      full_rows_(full_rows), width_(width), k_(k), on_(on) {
   MS_CHECK(chunks >= 1, "tensor parallel: tp_chunks must be >= 1, got {}", chunks);
   MS_CHECK(!sp_ || full_rows % parts_ == 0, "tensor parallel: {} rows do not split over {} sequence-parallel ranks",
            full_rows, parts_);
-  if (sp_ && chunks_ > 1) stage_.resize(full_rows * width);
-  reduced_.resize((sp_ ? full_rows / parts_ : full_rows) * width);
+  if (sp_ && chunks_ > 1) stage_.resize(full_rows * width, on.device);
+  reduced_.resize((sp_ ? full_rows / parts_ : full_rows) * width, on.device);
   works_.resize(static_cast<size_t>(chunks_));
 }
 
-void TpRegions::wait(CommWork& w, const char* what) { exposed_s_ += wait_timed(w, what); }
-
-namespace {
-// out (count) += in, element-wise.
-void add_into(float* out, const float* in, size_t count) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < count; i++) out[i] += in[i];
-}
-}  // namespace
+void TpRegions::wait(CommWork& w, const char* what) { exposed_s_ += wait_timed(w, what, on_); }
 
 const float* TpRegions::gather_rows(const float* local, float* full, int n, int width, Rows ready) {
   if (!sp_) {
@@ -41,21 +33,20 @@ const float* TpRegions::gather_rows(const float* local, float* full, int n, int 
   const size_t w = static_cast<size_t>(width);
   const int K = std::min(chunks_, n);
   if (K == 1) {
-    works_[0] = comm_.start_all_gather(local, full, n * w, DType::kF32);
+    works_[0] = comm_.start_all_gather(local, full, n * w, DType::kF32, on_);
     wait(works_[0], "wait tp all_gather");
     ready(0, n * parts_);
     return full;
   }
   for (int k = 0; k < K; k++) {
     const int c0 = chunk_lo(k, K, n), rows = chunk_lo(k + 1, K, n) - c0;
-    works_[k] = comm_.start_all_gather(local + c0 * w, stage_.data() + parts_ * c0 * w, rows * w, DType::kF32);
+    works_[k] = comm_.start_all_gather(local + c0 * w, stage_.data() + parts_ * c0 * w, rows * w, DType::kF32, on_);
   }
   for (int k = 0; k < K; k++) {
     const int c0 = chunk_lo(k, K, n), c1 = chunk_lo(k + 1, K, n), rows = c1 - c0;
     wait(works_[k], "wait tp all_gather");
     for (int r = 0; r < parts_; r++)
-      std::memcpy(full + (static_cast<size_t>(r) * n + c0) * w, stage_.data() + (parts_ * c0 + r * rows) * w,
-                  rows * w * sizeof(float));
+      k_.copy(full + (static_cast<size_t>(r) * n + c0) * w, stage_.data() + (parts_ * c0 + r * rows) * w, rows * w);
     for (int r = 0; r < parts_; r++) ready(r * n + c0, r * n + c1);
   }
   return full;
@@ -68,40 +59,40 @@ void TpRegions::reduce_rows(float* partial, float* out, int n, int width, bool a
   float* dst = accumulate ? reduced_.data() : out;
   if (!sp_) {
     produce(0, n);
-    works_[0] = comm_.start_all_reduce(partial, n * w, DType::kF32, ReduceOp::kSum);
+    works_[0] = comm_.start_all_reduce(partial, n * w, DType::kF32, ReduceOp::kSum, on_);
     tail();
     wait(works_[0], "wait tp all_reduce");
-    if (accumulate) add_into(out, partial, n * w);
-    else std::memcpy(out, partial, n * w * sizeof(float));
+    if (accumulate) k_.add(out, partial, n * w);
+    else k_.copy(out, partial, n * w);
     return;
   }
   const int K = std::min(chunks_, n);
   if (K == 1) {
     produce(0, n * parts_);
-    works_[0] = comm_.start_reduce_scatter(partial, dst, n * w, DType::kF32, ReduceOp::kSum);
+    works_[0] = comm_.start_reduce_scatter(partial, dst, n * w, DType::kF32, ReduceOp::kSum, on_);
   } else {
     for (int k = 0; k < K; k++) {
       const int c0 = chunk_lo(k, K, n), c1 = chunk_lo(k + 1, K, n), rows = c1 - c0;
       float* stage = stage_.data() + parts_ * c0 * w;
       for (int r = 0; r < parts_; r++) {
         produce(r * n + c0, r * n + c1);
-        std::memcpy(stage + r * rows * w, partial + (static_cast<size_t>(r) * n + c0) * w, rows * w * sizeof(float));
+        k_.copy(stage + r * rows * w, partial + (static_cast<size_t>(r) * n + c0) * w, rows * w);
       }
-      works_[k] = comm_.start_reduce_scatter(stage, dst + c0 * w, rows * w, DType::kF32, ReduceOp::kSum);
+      works_[k] = comm_.start_reduce_scatter(stage, dst + c0 * w, rows * w, DType::kF32, ReduceOp::kSum, on_);
     }
   }
   tail();
   for (int k = 0; k < K; k++) wait(works_[k], "wait tp reduce_scatter");
-  if (accumulate) add_into(out, reduced_.data(), n * w);
+  if (accumulate) k_.add(out, reduced_.data(), n * w);
 }
 
 void TpRegions::all_reduce_max(float* v, size_t n) {
-  works_[0] = comm_.start_all_reduce(v, n, DType::kF32, ReduceOp::kMax);
+  works_[0] = comm_.start_all_reduce(v, n, DType::kF32, ReduceOp::kMax, on_);
   wait(works_[0], "wait tp all_reduce");
 }
 
 void TpRegions::all_reduce_sum(float* v, size_t n) {
-  works_[0] = comm_.start_all_reduce(v, n, DType::kF32, ReduceOp::kSum);
+  works_[0] = comm_.start_all_reduce(v, n, DType::kF32, ReduceOp::kSum, on_);
   wait(works_[0], "wait tp all_reduce");
 }
 

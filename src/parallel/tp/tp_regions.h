@@ -17,16 +17,19 @@
 #include <cstddef>
 #include <vector>
 
-#include "base/aligned.h"          // AlignedBuffer
-#include "comm/communicator.h"     // Communicator, CommWork
+#include "base/device_array.h"     // DeviceArray
+#include "comm/communicator.h"     // Communicator, CommWork, StreamOrder
+#include "kernels/backend.h"       // KernelBackend
 #include "model/tensor_regions.h"  // TensorRegions
 
 namespace ms {
 
 class TpRegions final : public TensorRegions {
  public:
-  // full_rows: the most rows (B*T) a region carries; width: the row width (C).
-  TpRegions(Communicator& tp, int chunks, bool sequence_parallel, size_t full_rows, int width);
+  // full_rows: the most rows (B*T) a region carries; width: the row width (C). k: the model's
+  // kernels (copies and adds of rows run there, on its stream); on: its buffers' StreamOrder.
+  TpRegions(Communicator& tp, int chunks, bool sequence_parallel, size_t full_rows, int width, KernelBackend& k,
+            StreamOrder on);
 
   const float* gather_rows(const float* local, float* full, int rows_local, int width, Rows ready) override;
   void reduce_rows(float* partial, float* out_local, int rows_local, int width, bool accumulate, Rows produce,
@@ -50,8 +53,10 @@ class TpRegions final : public TensorRegions {
   bool sp_;
   size_t full_rows_;
   int width_;
-  AlignedBuffer<float> stage_;    // (full_rows, width): chunked collectives' contiguous buffers
-  AlignedBuffer<float> reduced_;  // (full_rows / parts, width): a reduce-scatter's result before it is added
+  KernelBackend& k_;
+  StreamOrder on_;
+  DeviceArray<float> stage_;    // (full_rows, width): chunked collectives' contiguous buffers
+  DeviceArray<float> reduced_;  // (full_rows / parts, width): a reduce-scatter's result before it is added
   std::vector<CommWork> works_;
   double exposed_s_ = 0;
 };
