@@ -269,12 +269,12 @@ double PipelineStage::run_forward_only(int m, const Tokens& tokens) {
       GPT& chunk = *chunks_[c];
       const int g = global_chunk(c);
       chunk.select_slot(0);
-      if (g > 0) pp_->recv(chunk.input_buffer(0), bytes, (g - 1) % P_, tag(Payload::kActivation, mb, g));
+      if (g > 0) pp_->recv(chunk.input_buffer(0), bytes, (g - 1) % P_, tag(Payload::kActivation, mb, g), on_);
       const bool first = g == 0, head = g == G - 1;
       if (first || head) tokens(mb, inputs_.data(), targets_.data());
       const float l = chunk.forward(first ? inputs_.data() : nullptr, head ? targets_.data() : nullptr, B_, T_, 0.0f);
       if (head) loss += l;
-      else pp_->send(chunk.output(), bytes, (g + 1) % P_, tag(Payload::kActivation, mb, g + 1));
+      else pp_->send(chunk.output(), bytes, (g + 1) % P_, tag(Payload::kActivation, mb, g + 1), on_);
     }
   return loss;
 }
