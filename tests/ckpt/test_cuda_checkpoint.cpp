@@ -35,25 +35,12 @@ class CudaCheckpoint : public ::testing::Test {
   }
 };
 
-void exact_resume(const std::string& prefix, const std::string& layout) {
-  CkptRuns runs("cuda_ckpt_exact");
-  const std::string extra = std::string(kGpu) + layout;
-  runs.train(prefix, "whole", extra);
-  const CmdResult first = runs.run(prefix, "split", extra + " --checkpoint.every=2 --train.exit_after=3");
-  ASSERT_EQ(first.code, 0) << first.output;
-  EXPECT_EQ(runs.latest("split"), "step-00000003");
-  runs.train(prefix, "split", extra);
-  EXPECT_EQ(runs.step_losses("split").size(), 6u);
-  runs.expect_same_losses("whole", "split", 1, 6);
-  runs.expect_same_model("whole", "split");
-  runs.train(prefix, "from2", extra + " --train.resume=" + runs.ckpt("split", 2));
-  runs.expect_same_losses("whole", "from2", 3, 6);
-  runs.expect_same_model("whole", "from2");
+// ckpt_runs.h's exact resume, the state in GPU memory.
+TEST_F(CudaCheckpoint, ExactResumeOneGpu) { exact_resume(megascale_bin(), kGpu, "fp32"); }
+
+TEST_F(CudaCheckpoint, ExactResumeDp2SharingTheGpu) {
+  exact_resume(launch(2), std::string(kGpu) + pp_layout(2, 1, 1, false), "fp32");
 }
-
-TEST_F(CudaCheckpoint, ExactResumeOneGpu) { exact_resume(megascale_bin(), ""); }
-
-TEST_F(CudaCheckpoint, ExactResumeDp2SharingTheGpu) { exact_resume(launch(2), pp_layout(2, 1, 1, false)); }
 
 // Sum of the milliseconds in every match of `re` (first group) in `text`.
 double sum_ms(const std::string& text, const std::regex& re) {

@@ -208,9 +208,11 @@ TEST(CommEnvTest, ReadsSlurmStepVariables) {
   EXPECT_EQ(CommEnv::from_environment().backend, "self");
 }
 
-TEST(CommSelfTest, EveryOpIsACopy) {
+// staged: every buffer through the GPU staging path, host memory standing in (comm/staging.h).
+void check_self_world(bool staged) {
   CommEnv env;
   auto world = init_world(env);
+  world->stage_host_buffers(staged);
   EXPECT_EQ(world->size(), 1);
   EXPECT_STREQ(world->backend(), "self");
   std::vector<float> a = {1, 2, 3};
@@ -224,9 +226,12 @@ TEST(CommSelfTest, EveryOpIsACopy) {
   EXPECT_EQ(g, h);
   world->broadcast(a.data(), 3, DType::kF32, 0);
   world->barrier();
-  auto sub = world->new_group({0}, "solo");
+  auto sub = world->new_group({0}, "solo");  // inherits the staging
   EXPECT_EQ(sub->name(), "solo");
-  sub->all_reduce(a.data(), 3, DType::kF32, ReduceOp::kSum);
+  CommWork w = sub->start_all_reduce(a.data(), 3, DType::kF32, ReduceOp::kSum);
+  w.wait_on(Stream{});  // a host engine: wait_on is wait()
+  EXPECT_TRUE(w.done());
+  EXPECT_EQ(a, (std::vector<float>{1, 2, 3}));
   EXPECT_THROW(world->new_group({1}, "bad"), Error);
   EXPECT_THROW(world->send(a.data(), 4, 0, 0), Error);  // no other rank
   EXPECT_THROW(world->broadcast(a.data(), 3, DType::kF32, 1), Error);
@@ -235,6 +240,9 @@ TEST(CommSelfTest, EveryOpIsACopy) {
   env.world_size = 2;
   EXPECT_THROW(init_world(env), Error);
 }
+
+TEST(CommSelfTest, EveryOpIsACopy) { check_self_world(false); }
+TEST(CommSelfTest, EveryOpIsACopyThroughStaging) { check_self_world(true); }
 
 TEST(CommTraceTest, RingBufferKeepsTheLastOpsInOrder) {
   CommEnv env;

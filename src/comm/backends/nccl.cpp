@@ -64,6 +64,20 @@ void settle(ncclComm_t comm, SteadyClock::time_point deadline, const std::string
   }
 }
 
+// The root's fresh unique id, shared with the other members through the rendezvous store under
+// `key` (a group of one needs no store).
+ncclUniqueId share_unique_id(const CommEnv& env, const std::string& key, bool root, size_t members) {
+  ncclUniqueId uid{};
+  if (root) MS_NCCL_CALL(ncclGetUniqueId(&uid));
+  if (members <= 1) return uid;
+  const char* p = reinterpret_cast<const char*>(&uid);
+  const std::vector<char> got = store_share(env, key, std::vector<char>(p, p + sizeof uid), root);
+  MS_CHECK(got.size() == sizeof uid, "nccl: the store holds a unique id of {} bytes under '{}', not {}", got.size(), key,
+           sizeof uid);
+  std::memcpy(&uid, got.data(), sizeof uid);
+  return uid;
+}
+
 ncclConfig_t nonblocking_config() {
   ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
   c.blocking = 0;
@@ -125,11 +139,7 @@ class NcclCommunicator final : public Communicator {
       // A fresh unique id through the store, under a key naming the group and its members.
       const std::string id = fmt::format("nccl/{}/{}/{}", name_, name, fmt::join(wr, ","));
       const int k = children_[id]++;
-      ncclUniqueId uid{};
-      if (me == 0) MS_NCCL_CALL(ncclGetUniqueId(&uid));
-      std::vector<char> bytes(reinterpret_cast<const char*>(&uid), reinterpret_cast<const char*>(&uid) + sizeof uid);
-      if (members.size() > 1) bytes = store_share(env_, fmt::format("{}#{}", id, k), bytes, me == 0);
-      std::memcpy(&uid, bytes.data(), sizeof uid);
+      const ncclUniqueId uid = share_unique_id(env_, fmt::format("{}#{}", id, k), me == 0, members.size());
       child = init(env_, uid, name, me, wr, timeout_);
     });
     return child;
@@ -319,15 +329,7 @@ std::unique_ptr<Communicator> NcclCommunicator::create_world(const CommEnv& env)
   MS_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "nccl: rank {} of world size {}",
            env.rank, env.world_size);
   require_device(Device::kCuda);
-  ncclUniqueId uid{};
-  if (env.rank == 0) MS_NCCL_CALL(ncclGetUniqueId(&uid));
-  if (env.world_size > 1) {
-    std::vector<char> bytes(reinterpret_cast<const char*>(&uid), reinterpret_cast<const char*>(&uid) + sizeof uid);
-    bytes = store_share(env, "nccl/world", bytes, env.rank == 0);
-    MS_CHECK(bytes.size() == sizeof uid, "nccl: the store holds a unique id of {} bytes, not {}", bytes.size(),
-             sizeof uid);
-    std::memcpy(&uid, bytes.data(), sizeof uid);
-  }
+  const ncclUniqueId uid = share_unique_id(env, "nccl/world", env.rank == 0, static_cast<size_t>(env.world_size));
   std::vector<int> world(env.world_size);
   for (int r = 0; r < env.world_size; r++) world[r] = r;
   return init(env, uid, "world", env.rank, std::move(world), env.timeout);
