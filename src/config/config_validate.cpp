@@ -164,6 +164,12 @@ void Config::validate() const {
            t.batch_size, t.grad_accum, p.dp);
   MS_CHECK(p.backend != BackendChoice::kNccl || t.device == Device::kCuda,
            "config: parallel.backend='nccl' moves GPU memory: it needs train.device='cuda' (gloo or mpi for 'cpu')");
+  // NCCL needs a rank's sends and receives that must progress at once fused in one group call
+  // (ncclGroupStart/End); the pipeline posts them one by one, concurrently: not on NCCL yet.
+  MS_CHECK(p.backend != BackendChoice::kNccl || p.pp <= 1,
+           "config: parallel.backend='nccl' with parallel.pp={}: the pipeline's concurrent sends and receives "
+           "would need grouped NCCL calls, which are not built yet; use parallel.backend='gloo' or 'mpi' (GPU "
+           "buffers through pinned host staging)", p.pp);
   if (p.dp > 0 && t.global_batch > 0)
     MS_CHECK(t.global_batch % (p.dp * t.batch_size) == 0,
              "config: train.global_batch={} is not divisible by parallel.dp={} x train.batch_size={}",

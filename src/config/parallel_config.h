@@ -31,7 +31,7 @@ MS_CONFIG_ENUM(PipelineScheduleKind, {PipelineScheduleKind::k1F1B, "1f1b"}, {Pip
   X(bool, pp_decoupled, true, "pipeline sends are waited on only when their buffer is reused (MegaScale's decoupled send/recv); false: paired, each send is waited on together with the receive of the next computation, before it starts (Megatron's combined send/recv, for comparison)") \
   X(int, virtual_stages, 1, "model chunks per pipeline stage (interleaved schedule: stage s holds chunks s, s+pp, ...); n_layer must be divisible by pp*virtual_stages") \
   X(std::string, order, "tp-dp-pp", "rank grid order, innermost first: a TP group is consecutive ranks") \
-  X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (mpi under mpirun/srun, gloo under megascale launch), 'gloo' or 'mpi'") \
+  X(BackendChoice, backend, BackendChoice::kAuto, "collectives: 'auto' (with train.device='cuda', NCCL built and pp = 1: nccl; else mpi under mpirun/srun, gloo under megascale launch), 'gloo', 'mpi' (both carry GPU buffers through pinned host staging, so several processes may share one GPU) or 'nccl' (GPU buffers on NCCL streams, one process per GPU; needs train.device='cuda' and pp = 1: the pipeline's concurrent send/recv would need grouped NCCL calls)") \
   X(float, bucket_mb, 4.0f, "gradient bucket size in MiB (reduce-scatter / all-gather granularity)") \
   X(bool, overlap, true, "overlap reduce-scatters with backward and all-gathers with the next step (false: after backward / before forward, for comparison)") \
   X(float, timeout_s, 300.0f, "deadline of every collective and of rendezvous, seconds")

@@ -78,9 +78,10 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   // One GPU per local rank (several ranks share one when there are fewer), before any CUDA work.
   if (cfg.train.device == Device::kCuda) select_cuda_device(env.local_rank);
   if (cfg.parallel.backend != BackendChoice::kAuto && env.world_size > 1) env.backend = config_name(cfg.parallel.backend);
-  // auto on GPUs: NCCL where it is built (one process per GPU); gloo / mpi stage through host memory.
+  // auto on GPUs: NCCL where it is built (one process per GPU) and no pipeline needs its send/recv
+  // (config_validate.cpp); else the environment's gloo / mpi, staging through host memory.
   if (cfg.parallel.backend == BackendChoice::kAuto && env.world_size > 1 && cfg.train.device == Device::kCuda &&
-      backend_built("nccl"))
+      cfg.parallel.pp <= 1 && backend_built("nccl"))
     env.backend = "nccl";
   env.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
   // obs.watchdog: before the world, so its creation is watched too.

@@ -113,6 +113,9 @@ TEST_F(CliErrors, CudaDeviceWhereNoGpuOpens) {
   // NCCL moves GPU memory: asked for with train.device=cpu it is a config error.
   expect_error("--data.train=" + dir + "/good.bin --parallel.backend=nccl",
                "parallel.backend='nccl' moves GPU memory: it needs train.device='cuda'");
+  expect_error("--data.train=" + dir + "/good.bin --train.device=cuda --parallel.backend=nccl --parallel.pp=2 "
+               "--model.n_layer=2",
+               "parallel.backend='nccl' with parallel.pp=2: the pipeline's concurrent sends and receives");
   expect_error("--data.train=" + dir + "/good.bin --train.device=gpu", "train.device");
 }
 

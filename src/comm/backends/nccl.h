@@ -19,8 +19,11 @@
 //    peer); the group is unusable afterwards, as with the other engines.
 //  - Sums are NCCL's (deterministic for one topology and size, not in rank order): layouts compared
 //    across engines agree within tolerances, not bit for bit. bf16 is ncclBfloat16.
-//  - Send/recv are posted on the group's send and receive streams (two-phase, as with Gloo), so a
-//    rank may start a send and a receive to the same peer before waiting on either.
+//  - Send/recv are posted on the group's send and receive streams (two-phase, as with Gloo). NCCL
+//    only promises progress to sends and receives that must complete together when they are fused
+//    in one ncclGroupStart/End, which this backend does not do: sequential exchanges (a restore's
+//    root sending to each rank in turn) are fine, the pipeline's concurrent posts are not, so
+//    parallel.backend='nccl' with parallel.pp > 1 is a config error.
 //  - One process per GPU: the process's current device (train.device picks LOCAL_RANK's). NCCL
 //    before 2.30 refuses two ranks of a communicator on one GPU; tests that share a GPU use Gloo or
 //    MPI through staging (staging.h).
