@@ -2,7 +2,8 @@
 # check.sh: the GPU check of issues 24 and 25, the one prepared command a lent GPU machine runs over
 # .gpu/ (made here by scripts/gpu/build_carry.sh):
 #   run(command="bash scripts/gpu/check.sh comm", carry=[".gpu"], timeout_s=480)
-# Modes: `quick` (1, 2, 4), `comm` (1, 2, 3: issue 25's check, about 5 minutes), `full` (everything).
+# Modes: `quick` (1, 2, 4), `comm` (1, 2, 3: issue 25's check, about 2 minutes), `train` (1 and
+# the GPT-2 124M training benchmarks of 4), `full` (everything).
 # 1. prelude: the carried .debs unpacked into /tmp/rt (never into /); LD_LIBRARY_PATH set for our
 #    binaries only (not for python3), with cuBLASLt and NCCL from the machine's CUDA / torch wheels;
 #    probes of nvidia-smi, the OS, torch and its NCCL, the compute mode and MPS; an `ldd -r` gate (a
@@ -64,9 +65,10 @@ for b in .gpu/bin/*; do
   fi
 done
 
-stamp tests
 status=0
 log="$OUT/tests.log"
+if [ "$mode" != train ]; then  # `train`: the GPT-2 124M benchmarks alone
+stamp tests
 js() { [ "$mode" = full ] && echo "--gtest_output=json:$OUT/$1.json"; }  # JSON for the full mode's tables only
 timeout 60 env "$ld_env" .gpu/bin/test_device $(js device) > "$log" 2>&1 || status=1
 timeout "$(limit 150)" env "$ld_env" .gpu/bin/test_cuda_kernels $(js kernels) >> "$log" 2>&1 || status=1
@@ -104,6 +106,7 @@ comm_table() {
   grep -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]' "$OUT/comm.log" | sed -E 's/^\[ +([A-Z]+) +\] /\1  /' | sort -u
   sed 's/^/selfcheck: /' "$OUT/selfcheck.log" | cut -c1-200
 }
+fi  # mode != train
 if [ "$mode" = comm ] || { [ "$mode" = full ] && [ -x .gpu/bin/test_cuda_comm ]; }; then comm_part; fi
 if [ "$mode" = comm ]; then comm_table; echo "check.sh comm: exit $status after $(( $(date +%s) - t0 )) s"; exit $status; fi
 
@@ -112,7 +115,9 @@ if [ "$mode" = comm ]; then comm_table; echo "check.sh comm: exit $status after 
 # log.jsonl copied to $OUT.
 stamp "brown on the GPU"
 l=$(limit 120)
-if [ "$l" = 0 ] || [ ! -d .gpu/data/brown ]; then
+if [ "$mode" = train ]; then
+  :
+elif [ "$l" = 0 ] || [ ! -d .gpu/data/brown ]; then
   echo "skipped: brown run (budget or no .gpu/data/brown)"
 else
   rm -rf /tmp/brown-gpu
@@ -157,6 +162,11 @@ torch_train bf16 0 45
 ms_train fp32
 torch_train fp32 0 45
 ms_train bf16
+if [ "$mode" = train ]; then
+  (cd bench && python3 gpu_train_table.py "$OUT/ms_train.jsonl" "$OUT/torch_train.jsonl") | tee "$OUT/train_table.txt"
+  echo "check.sh train: exit $status after $(( $(date +%s) - t0 )) s"
+  exit $status
+fi
 stamp "bench megascale kernels"
 timeout "$(limit 60)" env "$ld_env" .gpu/bin/bench_cuda_kernels > "$OUT/ms_kernels.jsonl" 2>> "$log" || { echo "bench_cuda_kernels failed"; status=1; }
 stamp "bench torch ops"
