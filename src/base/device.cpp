@@ -45,6 +45,7 @@ Event event_create() { no_cuda("event_create"); }
 void event_destroy(Event) {}
 void event_record(Event, Stream) { no_cuda("event_record"); }
 void stream_wait(Stream, Event) { no_cuda("stream_wait"); }
+std::shared_ptr<void> record_shared_event(Stream) { no_cuda("record_shared_event"); }
 float event_elapsed_ms(Event, Event) { no_cuda("event_elapsed_ms"); }
 void event_sync(Event) { no_cuda("event_sync"); }
 bool event_query(Event) { no_cuda("event_query"); }

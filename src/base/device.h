@@ -15,6 +15,7 @@
 #pragma once
 #include <cstddef>  // size_t
 #include <cstdint>  // uint8_t
+#include <memory>   // std::shared_ptr
 #include <string>
 #include <utility>  // std::exchange
 
@@ -56,6 +57,9 @@ Event event_create();
 void event_destroy(Event e);
 void event_record(Event e, Stream s);
 void stream_wait(Stream s, Event e);
+// An event recorded on s now, owned by the returned pointer (its cudaEvent_t; destroyed with the
+// last owner): the form that crosses threads (a collective's producer, a checkpoint's copy).
+std::shared_ptr<void> record_shared_event(Stream s);
 float event_elapsed_ms(Event start, Event stop);  // stop must have completed (event_sync)
 void event_sync(Event e);
 // True when the work the event records has completed (cudaEventQuery), never blocks; a CUDA error

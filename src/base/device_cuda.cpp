@@ -102,6 +102,12 @@ void event_destroy(Event e) {
 }
 void event_record(Event e, Stream s) { MS_CUDA_CHECK(cudaEventRecord(ev(e), st(s))); }
 void stream_wait(Stream s, Event e) { MS_CUDA_CHECK(cudaStreamWaitEvent(st(s), ev(e), 0)); }
+std::shared_ptr<void> record_shared_event(Stream s) {
+  const Event e = event_create();
+  std::shared_ptr<void> owned(e.handle, [](void* h) { event_destroy(Event{h}); });
+  event_record(e, s);
+  return owned;
+}
 float event_elapsed_ms(Event start, Event stop) {
   float ms = 0.f;
   MS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev(start), ev(stop)));

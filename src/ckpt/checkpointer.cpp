@@ -207,11 +207,8 @@ Stage1Stats Checkpointer::save(int step, DataLoader::Position data, uint64_t tok
     }
     buf_used_[b] = true;
     Job job{step, data, tokens, loss, 0.0, next_seq_++, b, false, std::move(runs), nullptr};
-    if (gpu_state_) {  // the copies start after the update's kernels, not when the host gets here
-      const Event e = event_create();
-      event_record(e, model_.chunk(0).kernels().stream());
-      job.ready = std::shared_ptr<void>(e.handle, [](void* h) { event_destroy(Event{h}); });
-    }
+    // The copies start after the update's kernels, not when the host gets here.
+    if (gpu_state_) job.ready = record_shared_event(model_.chunk(0).kernels().stream());
     jobs_.push_back(std::move(job));
   }
   cv_.notify_all();

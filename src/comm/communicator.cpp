@@ -130,6 +130,18 @@ int Communicator::check_group_members(const std::vector<int>& members, const std
   return static_cast<int>(me - members.begin());
 }
 
+std::unique_ptr<Communicator> Communicator::make_child(const std::vector<int>& members, const std::string& name,
+                                                     const MakeChild& make) {
+  std::vector<int> wr;
+  const int me = check_group_members(members, name, wr);
+  std::unique_ptr<Communicator> child;
+  run_on_comm_thread([&] {
+    throw_if_broken();
+    child = make(me, wr);
+  });
+  return child;
+}
+
 void Communicator::check_point_to_point(const char* op, const void* buf, size_t bytes, int peer) const {
   MS_CHECK(buf || bytes == 0, "{} on group '{}': null buffer", op, name_);
   MS_CHECK(peer >= 0 && peer < size_ && peer != rank_, "{} on group '{}': peer {} is not another rank of the group "
@@ -167,9 +179,7 @@ CommWork Communicator::submit(Op op, size_t bytes, const StreamOrder& on) {
   if (on.device == Device::kCuda) {
     // The producer's work so far, as an event on its stream (recorded here, on the caller's thread).
     require_device(Device::kCuda);
-    const Event e = event_create();
-    event_record(e, on.after);
-    op.after = std::shared_ptr<void>(e.handle, [](void* h) { event_destroy(Event{h}); });
+    op.after = record_shared_event(on.after);
   }
   auto state = std::make_shared<detail::WorkState>();
   op.work = state.get();

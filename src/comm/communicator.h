@@ -233,6 +233,12 @@ class Communicator {
   // group and include the caller. Returns the caller's rank in the new group; fills world ranks.
   int check_group_members(const std::vector<int>& members, const std::string& name,
                           std::vector<int>& world_ranks) const;
+  // The frame of a backend's make_group / make_split: checks the members, then runs make(the
+  // caller's rank in the new group, the members' world ranks) on this group's thread, after the
+  // ops queued before, unless this group is broken; returns what make built.
+  using MakeChild = std::function<std::unique_ptr<Communicator>(int rank, const std::vector<int>& world_ranks)>;
+  std::unique_ptr<Communicator> make_child(const std::vector<int>& members, const std::string& name,
+                                           const MakeChild& make);
   // Runs fn on THIS communicator's thread, after every op queued on it before (posted send/recv
   // completed first), and waits; rethrows what fn threw. Inline when already on that thread.
   void run_on_comm_thread(const std::function<void()>& fn);

@@ -76,36 +76,30 @@ std::shared_ptr<StagedCopy> HostStaging::stage_in(StageRange read, StageRange wr
   c->read_ = read, c->write_ = write;
   const bool overlap = read.p && write.p && addr(read.p) < addr(write.p) + write.bytes &&
                        addr(write.p) < addr(read.p) + read.bytes;
-  size_t need = 0;
-  if (overlap) {
-    const uintptr_t lo = std::min(addr(read.p), addr(write.p));
-    need = std::max(addr(read.p) + read.bytes, addr(write.p) + write.bytes) - lo;
-  } else {
-    need = round_up(read.bytes) + write.bytes;
-  }
+  const uintptr_t lo = overlap ? std::min(addr(read.p), addr(write.p)) : 0;
+  const size_t need = overlap ? std::max(addr(read.p) + read.bytes, addr(write.p) + write.bytes) - lo
+                              : round_up(read.bytes) + write.bytes;
   if (need == 0) return c;
   auto [cap, block] = pool_->take(need);
   c->block_ = block, c->capacity_ = cap;
   if (overlap) {
-    const uintptr_t lo = std::min(addr(read.p), addr(write.p));
     c->read_host_ = block + (addr(read.p) - lo);
     c->write_host_ = block + (addr(write.p) - lo);
   } else {
     c->read_host_ = read.p ? block : nullptr;
     c->write_host_ = write.p ? block + round_up(read.bytes) : nullptr;
   }
-  if (read.p) {
-    if (device_ == Device::kCuda && !stream_.handle) stream_ = stream_create();
-    copy_bytes(c->read_host_, Device::kCpu, read.p, device_, read.bytes, stream_);
-    if (device_ == Device::kCuda) stream_sync(stream_);
-  }
+  if (read.p) copy(c->read_host_, Device::kCpu, read.p, device_, read.bytes);
   return c;
 }
 
 void HostStaging::stage_out(const StagedCopy& c) {
-  if (!c.write_.p) return;
+  if (c.write_.p) copy(const_cast<void*>(c.write_.p), device_, c.write_host_, Device::kCpu, c.write_.bytes);
+}
+
+void HostStaging::copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   if (device_ == Device::kCuda && !stream_.handle) stream_ = stream_create();
-  copy_bytes(const_cast<void*>(c.write_.p), device_, c.write_host_, Device::kCpu, c.write_.bytes, stream_);
+  copy_bytes(dst, dd, src, sd, bytes, stream_);
   if (device_ == Device::kCuda) stream_sync(stream_);
 }
 

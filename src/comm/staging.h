@@ -48,6 +48,8 @@ class HostStaging {
   struct Pool;  // staging.cpp
 
  private:
+  // A copy on the staging's stream (created on first use), waited for.
+  void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes);
   Device device_;
   Stream stream_{};  // kCuda: created on first use
   std::shared_ptr<Pool> pool_;

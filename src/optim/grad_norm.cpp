@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "base/kernel_timing.h"  // KernelTimeScope
+#include "kernels/optim_kernels.h"  // cuda_optim_kernels
 #include "optim/param_tensor.h"  // optim_detail::num_blocks, block_begin, split_point
 
 // No a*b+c contraction into fma: results must not depend on the target ISA.
@@ -54,6 +55,10 @@ double grad_sq_sum(const float* g, size_t n) {
   double s = 0;
   for (size_t b = 0; b < nb; ++b) s += part[b];
   return s;
+}
+
+double grad_sq_sum(const float* g, size_t n, Device d) {
+  return d == Device::kCuda ? cuda_optim_kernels().sum_squares(g, n) : grad_sq_sum(g, n);
 }
 
 double grad_l2_norm(const float* g, size_t n) { return std::sqrt(grad_sq_sum(g, n)); }

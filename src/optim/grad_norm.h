@@ -6,10 +6,15 @@
 #pragma once
 #include <cstddef>  // size_t
 
+#include "base/device.h"  // Device
+
 namespace ms {
 
 // Sum of squares of g[0..n), in double.
 double grad_sq_sum(const float* g, size_t n);
+// The same of g in the memory of device d (kCuda: the GPU's fixed-order reduction in double,
+// kernels/optim_kernels.h; not bit-identical to the CPU sum).
+double grad_sq_sum(const float* g, size_t n, Device d);
 // sqrt(grad_sq_sum(g, n)).
 double grad_l2_norm(const float* g, size_t n);
 

@@ -1,7 +1,6 @@
 // local_param_state.cpp: see local_param_state.h.
 #include "parallel/local_param_state.h"
 
-#include "kernels/optim_kernels.h" // cuda_optim_kernels
 #include "obs/trace_sink.h"        // TraceScope
 #include "optim/decay_policy.h"    // optimizer_tensors
 #include "optim/grad_norm.h"       // grad_sq_sum
@@ -41,15 +40,11 @@ std::vector<ParamTensor> LocalParamState::owned_views(const std::vector<char>& w
 
 double LocalParamState::grad_sq_sum(const std::vector<char>* counted) {
   const GPT& m = model_;
-  // The same sums on the GPU: fixed-order reductions in double (kernels/optim_kernels.h).
-  auto sq = [&m](const float* g, size_t n) {
-    return m.device() == Device::kCuda ? cuda_optim_kernels().sum_squares(g, n) : ms::grad_sq_sum(g, n);
-  };
-  if (!counted) return sq(m.grads(), m.num_params());
+  if (!counted) return ms::grad_sq_sum(m.grads(), m.num_params(), m.device());
   double s = 0;
   const auto& specs = m.param_specs();
   for (size_t i = 0; i < specs.size(); i++)
-    if ((*counted)[i]) s += sq(m.grads() + specs[i].offset, specs[i].numel());
+    if ((*counted)[i]) s += ms::grad_sq_sum(m.grads() + specs[i].offset, specs[i].numel(), m.device());
   return s;
 }
 

@@ -258,21 +258,16 @@ class GlooCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> wr;
-    const int me = check_group_members(members, name, wr);
-    const std::string list = fmt::format("{}", fmt::join(members, ","));
-    std::unique_ptr<GlooCommunicator> child;
-    run_on_comm_thread([&] {
-      throw_if_broken();
+    return make_child(members, name, [&](int me, const std::vector<int>& wr) {
       // Keys: parent key / name / members / k-th group of that name and member list, so two
       // groups never share keys even when a name repeats.
-      const std::string id = name + "/" + list;
+      const std::string id = name + "/" + fmt::format("{}", fmt::join(members, ","));
       const int k = children_[id]++;
-      child = std::make_unique<GlooCommunicator>(shared_, fmt::format("{}/{}#{}", key_, id, k), name,
-                                                 me, wr, timeout_);
+      auto child = std::make_unique<GlooCommunicator>(shared_, fmt::format("{}/{}#{}", key_, id, k), name, me, wr,
+                                                      timeout_);
       child->connect();
+      return child;
     });
-    return child;
   }
 
   void connect_world(const CommEnv& env);

@@ -106,11 +106,7 @@ class MpiCommunicator final : public Communicator {
   static std::unique_ptr<Communicator> create_world(const CommEnv& env);
 
   std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> wr;
-    const int me = check_group_members(members, name, wr);
-    std::unique_ptr<Communicator> child;
-    run_on_comm_thread([&] {
-      throw_if_broken();
+    return make_child(members, name, [&](int me, const std::vector<int>& wr) {
       MPI_Group parent = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
       MS_MPI(MPI_Comm_group(comm_, &parent));
       MS_MPI(MPI_Group_incl(parent, static_cast<int>(members.size()), members.data(), &sub));
@@ -129,9 +125,8 @@ class MpiCommunicator final : public Communicator {
       MS_MPI(MPI_Comm_rank(nc, &r));
       MS_CHECK(r == me, "new_group '{}': MPI rank {} != member index {}", name, r,
                me);
-      child = std::make_unique<MpiCommunicator>(nc, true, name, r, wr, timeout_);
+      return std::make_unique<MpiCommunicator>(nc, true, name, r, wr, timeout_);
     });
-    return child;
   }
 
  protected:

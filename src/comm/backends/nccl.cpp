@@ -37,13 +37,6 @@ ncclDataType_t nccl_type(DType t) { return t == DType::kBF16 ? ncclBfloat16 : nc
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
 cudaStream_t cs(Stream s) { return static_cast<cudaStream_t>(s.handle); }
 
-struct EventOwner {  // a completion event as the shared_ptr<void> handed to op_enqueued
-  static std::shared_ptr<void> make() {
-    const Event e = event_create();
-    return std::shared_ptr<void>(e.handle, [](void* h) { event_destroy(Event{h}); });
-  }
-};
-
 // Until comm's last non-blocking call has taken effect (ncclInProgress no more), or the deadline:
 // then abort and throw `what` with the reason.
 void settle(ncclComm_t comm, SteadyClock::time_point deadline, const std::string& what) {
@@ -131,26 +124,17 @@ class NcclCommunicator final : public Communicator {
   const char* backend_name() const override { return "nccl"; }
 
   std::unique_ptr<Communicator> make_group(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> wr;
-    const int me = check_group_members(members, name, wr);
-    std::unique_ptr<Communicator> child;
-    run_on_comm_thread([&] {
-      throw_if_broken();
+    return make_child(members, name, [&](int me, const std::vector<int>& wr) {
       // A fresh unique id through the store, under a key naming the group and its members.
       const std::string id = fmt::format("nccl/{}/{}/{}", name_, name, fmt::join(wr, ","));
       const int k = children_[id]++;
       const ncclUniqueId uid = share_unique_id(env_, fmt::format("{}#{}", id, k), me == 0, members.size());
-      child = init(env_, uid, name, me, wr, timeout_);
+      return init(env_, uid, name, me, wr, timeout_);
     });
-    return child;
   }
 
   std::unique_ptr<Communicator> make_split(const std::vector<int>& members, const std::string& name) override {
-    std::vector<int> wr;
-    const int me = check_group_members(members, name, wr);
-    std::unique_ptr<Communicator> child;
-    run_on_comm_thread([&] {
-      throw_if_broken();
+    return make_child(members, name, [&](int me, const std::vector<int>& wr) -> std::unique_ptr<Communicator> {
       // Color: the group's lowest world rank (the groups partition this one); key: rank in it.
       ncclConfig_t config = nonblocking_config();
       ncclComm_t c = nullptr;
@@ -159,9 +143,8 @@ class NcclCommunicator final : public Communicator {
                                            members.size());
       settle(comm_, SteadyClock::now() + timeout_, what);
       if (c) settle(c, SteadyClock::now() + timeout_, what);
-      child = std::make_unique<NcclCommunicator>(env_, c, name, me, wr, timeout_);
+      return std::make_unique<NcclCommunicator>(env_, c, name, me, wr, timeout_);
     });
-    return child;
   }
 
   void execute(Op& op) override {
@@ -214,8 +197,7 @@ class NcclCommunicator final : public Communicator {
     }
     settle_or_abort(op, what);
     if (host && out_bytes) MS_CUDA_CHECK(cudaMemcpyAsync(op.out, out, out_bytes, cudaMemcpyDeviceToHost, cs(stream_)));
-    std::shared_ptr<void> done = EventOwner::make();
-    event_record(Event{done.get()}, stream_);
+    const std::shared_ptr<void> done = record_shared_event(stream_);
     if (!host) op_enqueued(op, done);
     poll(op, done, what);
   }
@@ -238,8 +220,7 @@ class NcclCommunicator final : public Communicator {
     settle_or_abort(op, describe(op));
     if (op.device == Device::kCpu && !send)
       MS_CUDA_CHECK(cudaMemcpyAsync(op.out, p->dev.data(), op.count, cudaMemcpyDeviceToHost, cs(s)));
-    p->done = EventOwner::make();
-    event_record(Event{p->done.get()}, s);
+    p->done = record_shared_event(s);
     if (op.device != Device::kCpu) op_enqueued(op, p->done);
     op.handle = std::move(p);
     return true;

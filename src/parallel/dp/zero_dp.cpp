@@ -9,7 +9,6 @@
 
 #include "base/check.h"
 #include "kernels/backend.h"        // KernelBackend::copy, fill, delay
-#include "kernels/optim_kernels.h"  // cuda_optim_kernels (sums of squares on the GPU)
 #include "optim/decay_policy.h"  // optimizer_tensors
 #include "optim/grad_norm.h"  // grad_sq_sum, scale_inplace
 #include "obs/trace_sink.h"  // TraceScope
@@ -232,12 +231,9 @@ double ZeroDataParallel::sum_across_ranks(double v) {
 double ZeroDataParallel::grad_sq_sum(const std::vector<char>* counted) {
   double mine = 0;
   const auto& pieces = layout_.pieces();
-  const bool gpu = on_.device == Device::kCuda;
-  for (const DpPiece& p : pieces) {
-    if (counted && !(*counted)[p.tensor]) continue;
-    const float* g = shard_grads_.data() + p.view.offset;
-    mine += gpu ? cuda_optim_kernels().sum_squares(g, p.view.numel) : ms::grad_sq_sum(g, p.view.numel);
-  }
+  for (const DpPiece& p : pieces)
+    if (!counted || (*counted)[p.tensor])
+      mine += ms::grad_sq_sum(shard_grads_.data() + p.view.offset, p.view.numel, on_.device);
   return sum_across_ranks(mine);
 }
 
