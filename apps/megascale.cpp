@@ -1,5 +1,5 @@
 // megascale: the one binary. Subcommands only wire library components together:
-//   megascale prepare INPUT... --out DIR     text files / folders -> GPT-2 token shards
+//   megascale prepare INPUT... --out DIR [--tokenizer FILE]   text files / folders -> token shards (GPT-2 BPE or a tokenizer.json)
 //   megascale train [CONFIG.toml] [--section.key=value ...]   train a GPT (see --help for every key)
 //   megascale launch --nproc N [--store file|redis|redis://h:p] -- CMD...   N local ranks of CMD
 //   megascale launch --hosts localhost*3 --nproc-per-host 2 -- CMD...   a driven job: executors, heartbeats, automatic restart
@@ -34,7 +34,8 @@
 namespace {
 
 void add_prepare(CLI::App& app, ms::PrepareOptions& opt) {
-  CLI::App* cmd = app.add_subcommand("prepare", "tokenize text files or folders into llm.c token shards (GPT-2 BPE)");
+  CLI::App* cmd = app.add_subcommand("prepare", "tokenize text files or folders into llm.c token shards (GPT-2 BPE or a "
+                                     "Hugging Face tokenizer.json)");
   cmd->add_option("inputs", opt.inputs, "text files or folders (the Brown corpus folder works as is)")->required();
   cmd->add_option("-o,--out", opt.out_dir, "output folder for train_*.bin, val_*.bin and meta.json")->required();
   cmd->add_option("--format", opt.format, "'text', 'brown' (word/tag tokens, tags stripped) or 'auto'")
@@ -42,7 +43,13 @@ void add_prepare(CLI::App& app, ms::PrepareOptions& opt) {
   cmd->add_option("--val-fraction", opt.val_fraction, "share of documents held out for validation")
       ->check(CLI::Range(0.0, 0.5))->capture_default_str();
   cmd->add_option("--shard-tokens", opt.shard_tokens, "tokens per output shard")->capture_default_str();
-  cmd->add_option("--tokenizer-dir", opt.tokenizer_dir, "folder with encoder.json and vocab.bpe (default: installed by setup)");
+  auto* dir = cmd->add_option("--tokenizer-dir", opt.tokenizer_dir,
+                              "folder with GPT-2's encoder.json and vocab.bpe (default: installed by setup)");
+  cmd->add_option("--tokenizer", opt.tokenizer_file,
+                  "a Hugging Face tokenizer.json (byte-level BPE: GPT-2's or Llama 3's style), or its folder")
+      ->excludes(dir);
+  cmd->add_option("--bos-token", opt.bos_token,
+                  "the token put before every document (default: the tokenizer.json's BOS, else <|endoftext|>)");
 }
 
 struct TrainArgs {
@@ -176,7 +183,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (app.got_subcommand("prepare")) {
-      prep.tokenizer_dir = ms::tokenizer_dir_or_default(prep.tokenizer_dir);
+      if (prep.tokenizer_file.empty()) prep.tokenizer_dir = ms::tokenizer_dir_or_default(prep.tokenizer_dir);
       ms::PrepareResult r = ms::run_prepare(prep);
       fmt::print("prepared {} train tokens in {} shard(s), {} val tokens in {} shard(s); unigram entropy {:.3f} bits/token\n",
                  r.train_tokens, r.train_shards.size(), r.val_tokens, r.val_shards.size(), r.unigram_entropy_bits);

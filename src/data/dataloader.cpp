@@ -44,13 +44,7 @@ class ShardSource final : public TokenSource {
   const std::string& path() const override { return shard_.path(); }
   const char* kind() const override { return "llm.c"; }
   uint64_t num_tokens() const override { return shard_.num_tokens(); }
-  void read(uint64_t offset, size_t count, int* out) const override {
-    MS_CHECK(offset <= shard_.num_tokens() && count <= shard_.num_tokens() - offset,
-             "{}: read of tokens [{}, {}) past the end ({} tokens)", path(), offset, offset + count,
-             shard_.num_tokens());
-    const uint16_t* t = shard_.tokens() + offset;
-    for (size_t k = 0; k < count; ++k) out[k] = t[k];
-  }
+  void read(uint64_t offset, size_t count, int* out) const override { shard_.read(offset, count, out); }
 
  private:
   TokenShard shard_;

@@ -1,8 +1,8 @@
-// prepare: corpus files -> documents -> GPT-2 tokens -> llm.c train/val shards + meta.json (the
+// prepare: corpus files -> documents -> tokens -> llm.c train/val shards + meta.json (the
 // pipeline; the Brown reader is brown.cpp). Every file written goes through write_file_atomic.
 #include "data/prepare.h"
 
-#include "data/shard_meta.h"  // record_shard_checksums
+#include "data/shard_meta.h"  // record_shard_checksums, xxh64_hex
 
 #include <algorithm>   // std::sort, std::min
 #include <cmath>       // std::floor, std::log2, std::log
@@ -19,6 +19,7 @@
 #include "base/check.h"
 #include "data/brown.h"
 #include "data/token_shard.h"
+#include "data/hf_tokenizer.h"  // load_tokenizer
 #include "data/tokenizer.h"
 #include "base/clock.h"  // Stopwatch
 
@@ -50,7 +51,8 @@ std::string read_whole(const std::string& path, size_t max_bytes = SIZE_MAX) {
 struct SplitWriter {
   std::string out_dir, prefix;
   size_t shard_tokens;
-  std::vector<uint16_t> buf;
+  bool wide;  // uint32 ids (a vocabulary over 65536), else uint16
+  std::vector<uint32_t> buf;
   std::vector<std::string> shards;
   size_t total = 0;
   void flush(bool final) {
@@ -58,14 +60,17 @@ struct SplitWriter {
       size_t n = std::min(buf.size(), shard_tokens);
       std::string path =
           (fs::path(out_dir) / fmt::format("{}_{:06d}.bin", prefix, shards.size())).string();
-      std::vector<uint16_t> part(buf.begin(), buf.begin() + n);
-      write_token_shard(path, part);
+      if (wide) {
+        write_token_shard_u32(path, std::vector<uint32_t>(buf.begin(), buf.begin() + n));
+      } else {
+        write_token_shard(path, std::vector<uint16_t>(buf.begin(), buf.begin() + n));
+      }
       buf.erase(buf.begin(), buf.begin() + n);
       shards.push_back(path);
     }
   }
   void add(const std::vector<int>& ids) {
-    for (int id : ids) buf.push_back(static_cast<uint16_t>(id));
+    for (int id : ids) buf.push_back(static_cast<uint32_t>(id));
     total += ids.size();
     if (buf.size() >= shard_tokens) flush(false);
   }
@@ -125,7 +130,7 @@ void prepare_output_dir(const std::string& out_dir) {
 }
 
 // meta.json: what was prepared, from what, with the shards' checksums.
-void write_meta(const PrepareOptions& opt, const PrepareResult& res, const Gpt2Tokenizer& tok) {
+void write_meta(const PrepareOptions& opt, const PrepareResult& res, const Tokenizer& tok) {
   const std::string& format = res.format;
   auto names = [](const std::vector<std::string>& paths) {  // meta.json lists shards by file name
     std::vector<std::string> out;
@@ -134,10 +139,19 @@ void write_meta(const PrepareOptions& opt, const PrepareResult& res, const Gpt2T
   };
   nlohmann::json meta;
   meta["format"] = format;
-  meta["tokenizer"] = "gpt2";
-  meta["tokenizer_dir"] = opt.tokenizer_dir;
+  meta["tokenizer"] = tok.kind();
+  if (const auto* hf = dynamic_cast<const HfTokenizer*>(&tok)) {
+    meta["tokenizer_file"] = fs::absolute(hf->path()).lexically_normal().string();
+    const std::string bytes = read_whole(hf->path());
+    meta["tokenizer_xxh64"] = xxh64_hex(bytes.data(), bytes.size());
+  } else {
+    meta["tokenizer_dir"] = opt.tokenizer_dir;
+    meta["eot"] = tok.document_separator();
+  }
   meta["vocab_size"] = tok.vocab_size();
-  meta["eot"] = tok.eot();
+  meta["document_separator"] = {{"id", tok.document_separator()},
+                                {"text", tok.decode_token(tok.document_separator())}};
+  meta["token_bytes"] = tok.vocab_size() > 65536 ? 4 : 2;
   meta["inputs"] = opt.inputs;
   meta["val_fraction"] = opt.val_fraction;
   meta["shard_tokens"] = opt.shard_tokens;
@@ -149,7 +163,7 @@ void write_meta(const PrepareOptions& opt, const PrepareResult& res, const Gpt2T
   meta["unigram_entropy_nats"] = res.unigram_entropy_nats;
   record_shard_checksums(meta, res.train_shards);  // validate once: loaders check these, not every id
   record_shard_checksums(meta, res.val_shards);
-  const std::string meta_text = meta.dump(2) + "\n";
+  const std::string meta_text = meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_text_atomic((fs::path(opt.out_dir) / "meta.json").string(), meta_text);
 
 }
@@ -207,16 +221,21 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
 
   prepare_output_dir(opt.out_dir);
 
-  Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(opt.tokenizer_dir);
-  MS_CHECK(tok.vocab_size() <= 65536, "prepare: vocab size {} does not fit uint16 shards",
-           tok.vocab_size());
-  SplitWriter train{opt.out_dir, "train", opt.shard_tokens, {}, {}, 0};
-  SplitWriter val{opt.out_dir, "val", opt.shard_tokens, {}, {}, 0};
+  const std::unique_ptr<Tokenizer> tok_ptr = load_tokenizer(opt.tokenizer_file, opt.tokenizer_dir, opt.bos_token);
+  const Tokenizer& tok = *tok_ptr;
+  const bool wide = tok.vocab_size() > 65536;  // ids past uint16: llm.c's uint32 shards
+  if (opt.verbose) {
+    fmt::print("prepare: tokenizer {} ({}), {} tokens, documents start with {} ({}), {} shards\n", tok.kind(),
+               opt.tokenizer_file.empty() ? opt.tokenizer_dir : opt.tokenizer_file, tok.vocab_size(),
+               tok.document_separator(), tok.decode_token(tok.document_separator()), wide ? "uint32" : "uint16");
+  }
+  SplitWriter train{opt.out_dir, "train", opt.shard_tokens, wide, {}, {}, 0};
+  SplitWriter val{opt.out_dir, "val", opt.shard_tokens, wide, {}, {}, 0};
   std::vector<uint64_t> counts(static_cast<size_t>(tok.vocab_size()), 0);
   PrepareResult res;
   res.format = format;
 
-  // 5. Encode every document as [EOT] + tokens and append it to its split.
+  // 5. Encode every document as [separator] + tokens and append it to its split.
   std::vector<int> ids;
   for (size_t i = 0; i < N; ++i) {
     std::string raw = read_whole(docs[i]);
@@ -224,7 +243,7 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
     size_t bad = find_invalid_utf8(text);
     MS_CHECK(bad == std::string::npos, "prepare: {}: not valid UTF-8 at byte {}", docs[i], bad);
     ids.clear();
-    ids.push_back(tok.eot());
+    ids.push_back(tok.document_separator());
     tok.encode_append(text, ids);
     if (is_val[i]) {
       val.add(ids);
@@ -269,6 +288,47 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
     std::fflush(stdout);
   }
   return res;
+}
+
+std::optional<PreparedTokenizer> read_prepared_tokenizer(const std::string& meta_path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(meta_path, ec)) return std::nullopt;
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_whole(meta_path));
+  } catch (const nlohmann::json::exception& e) {
+    MS_FAIL("{}: not valid JSON: {}", meta_path, e.what());
+  }
+  if (!meta.is_object() || !meta.contains("tokenizer")) return std::nullopt;
+  PreparedTokenizer t;
+  try {
+    t.kind = meta.at("tokenizer").get<std::string>();
+    t.vocab_size = meta.at("vocab_size").get<int>();
+    t.location = meta.value(t.kind == "hf-bpe" ? "tokenizer_file" : "tokenizer_dir", std::string());
+    if (meta.contains("document_separator")) {
+      t.separator = meta["document_separator"].at("id").get<int>();
+      t.separator_text = meta["document_separator"].at("text").get<std::string>();
+    } else {
+      t.separator = meta.value("eot", -1);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    MS_FAIL("{}: the tokenizer fields are not as prepare writes them: {}", meta_path, e.what());
+  }
+  MS_CHECK(t.kind == "gpt2" || t.kind == "hf-bpe", "{}: tokenizer '{}' is not one prepare writes (gpt2, hf-bpe)",
+           meta_path, t.kind);
+  return t;
+}
+
+std::unique_ptr<Tokenizer> load_prepared_tokenizer(const PreparedTokenizer& t, const std::string& gpt2_dir) {
+  std::unique_ptr<Tokenizer> tok =
+      t.kind == "hf-bpe" ? load_tokenizer(t.location, "", t.separator_text)
+                         : load_tokenizer("", t.location.empty() ? gpt2_dir : t.location);
+  MS_CHECK(tok->vocab_size() == t.vocab_size, "tokenizer {}: {} tokens, but the data was prepared with {} (the "
+           "tokenizer changed since prepare)", t.location.empty() ? gpt2_dir : t.location, tok->vocab_size(),
+           t.vocab_size);
+  MS_CHECK(t.separator < 0 || tok->document_separator() == t.separator, "tokenizer {}: separates documents with id "
+           "{}, but the data was prepared with {}", t.location, tok->document_separator(), t.separator);
+  return tok;
 }
 
 }  // namespace ms
