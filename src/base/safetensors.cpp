@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include <bit>      // std::bit_cast
 #include <cstring>  // std::memcpy
 #include <algorithm>  // std::sort
 #include <fstream>    // std::ifstream, std::ofstream
@@ -17,8 +18,34 @@
 namespace ms {
 
 namespace {
-bool supported(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kF64; }
+bool supported(DType t) {
+  return t == DType::kF32 || t == DType::kI32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16;
+}
 }  // namespace
+
+float float_element(DType dtype, const uint8_t* data, size_t i) {
+  switch (dtype) {
+    case DType::kF32: { float v; std::memcpy(&v, data + 4 * i, 4); return v; }
+    case DType::kF64: { double v; std::memcpy(&v, data + 8 * i, 8); return static_cast<float>(v); }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      return static_cast<float>(std::bit_cast<_Float16>(h));  // exact: every half is a float
+    }
+    default: MS_FAIL("safetensors: dtype {} is not a floating-point type", safetensors_dtype(dtype));
+  }
+}
+
+std::vector<float> to_f32(DType dtype, const uint8_t* data, size_t numel) {
+  std::vector<float> out(numel);
+  for (size_t i = 0; i < numel; i++) out[i] = float_element(dtype, data, i);
+  return out;
+}
 
 size_t StTensor::numel() const {
   size_t n = 1;
@@ -29,9 +56,9 @@ size_t StTensor::numel() const {
 std::vector<double> StTensor::to_f64() const {
   std::vector<double> out(numel());
   for (size_t i = 0; i < out.size(); i++) {
-    if (dtype == DType::kF32) out[i] = f32()[i];
-    else if (dtype == DType::kI32) out[i] = i32()[i];
-    else out[i] = reinterpret_cast<const double*>(bytes.data())[i];
+    if (dtype == DType::kI32) out[i] = i32()[i];
+    else if (dtype == DType::kF64) out[i] = reinterpret_cast<const double*>(bytes.data())[i];
+    else out[i] = float_element(dtype, bytes.data(), i);
   }
   return out;
 }
@@ -113,7 +140,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
            name);
   const std::string dt = v["dtype"].get<std::string>();
   const std::optional<DType> d = dtype_from_safetensors(dt);
-  MS_CHECK(d && supported(*d), "{}: tensor '{}': unsupported dtype {} (F32, I32 or F64)", path, name, dt);
+  MS_CHECK(d && supported(*d), "{}: tensor '{}': unsupported dtype {} (F32, F16, BF16, I32 or F64)", path, name, dt);
   e.dtype = *d;
   MS_CHECK(v.contains("shape") && v["shape"].is_array(), "{}: tensor '{}': 'shape' is missing or not an array", path,
            name);

@@ -1,6 +1,6 @@
 // safetensors: reader and writer of the safetensors format (8-byte little-endian header length,
 // a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {...}}, then raw bytes),
-// for F32, I32 and F64 tensors (element types are base/dtype.h's DType; the header spells them
+// for F32, F16, BF16, I32 and F64 tensors (element types are base/dtype.h's DType; the header spells them
 // with safetensors_dtype()). Files are written to a temporary name and renamed, so a reader never
 // sees a half-written file. Reading trusts nothing (checkpoints are read back): the header must be
 // a JSON object of at most 100 MB without duplicate names, each entry's fields of the right type,
@@ -20,7 +20,7 @@
 namespace ms {
 
 struct StTensor {
-  DType dtype = DType::kF32;  // kF32, kI32 or kF64
+  DType dtype = DType::kF32;  // kF32, kF16, kBF16, kI32 or kF64
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes; // raw little-endian data
   size_t numel() const;
@@ -38,6 +38,10 @@ struct StFile {
 };
 
 StTensor st_f32(std::vector<int64_t> shape, const float* data);
+// Element i of a floating-point tensor's raw data (F32, F64, F16 or BF16; exact but F64's rounding).
+float float_element(DType dtype, const uint8_t* data, size_t i);
+// All numel elements of such data as floats.
+std::vector<float> to_f32(DType dtype, const uint8_t* data, size_t numel);
 StTensor st_i32(std::vector<int64_t> shape, const int32_t* data);
 
 // Writes tensors in name order (deterministic file bytes).

@@ -85,7 +85,8 @@ std::vector<float> CheckpointReader::whole(const std::string& tensor, StateKind 
   std::vector<float> full(numel_of(manifest_.tensors.at(tensor)));
   // The part's spec under the saving layout: the same model cut into `parts` (the head copy is cut
   // as the token embedding it copies).
-  const std::string spec_name = tensor == kHeadCopyName ? std::string(kTokenEmbeddingName) : tensor;
+  const bool head_copy = tensor == kHeadCopyName && model_.tie_embeddings;
+  const std::string spec_name = head_copy ? std::string(token_embedding_name(model_)) : tensor;
   auto lit = layouts_.find(parts);
   if (lit == layouts_.end()) lit = layouts_.emplace(parts, build_param_layout(model_, ModelShard{parts, 0})).first;
   const ParamSpec* spec = nullptr;

@@ -124,7 +124,8 @@ Checkpointer::Checkpointer(const Config& cfg, ParallelModel& model, CheckpointSt
   // Splits as this run's TP cuts them (tp = 1: every tensor whole, "replicated").
   for (const ParamSpec& s : build_param_layout(cfg_.model, ModelShard{tp, 0}).specs) {
     ManifestTensor t{{s.full_shape.begin(), s.full_shape.end()}, split_name(tp > 1 ? s.split : ParamSplit::kReplicated)};
-    if (s.name == kTokenEmbeddingName && cfg_.parallel.pp > 1) base_.tensors[kHeadCopyName] = t;
+    if (s.name == token_embedding_name(cfg_.model) && cfg_.model.tie_embeddings && cfg_.parallel.pp > 1)
+      base_.tensors[kHeadCopyName] = t;
     base_.tensors[s.name] = std::move(t);
   }
   copier_ = std::thread([this] { copier_main(); });

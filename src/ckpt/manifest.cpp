@@ -323,7 +323,7 @@ std::string tensor_difference(const Manifest& m, const ModelConfig& model) {
   }
   for (const auto& [name, t] : m.tensors) {
     if (want.count(name)) continue;
-    const std::vector<int64_t>& wte = want["transformer.wte.weight"];
+    const std::vector<int64_t>& wte = want[token_embedding_name(model)];
     if (name == kHeadCopyName) {
       if (t.shape != wte)
         add(fmt::format("tensor '{}' (the head's copy of the token embedding): checkpoint {}, model {}", name,

@@ -23,13 +23,14 @@ enum class StateKind : uint8_t { kParam, kMoment1, kMoment2 };
 const char* state_kind_name(StateKind k);  // "param", "exp_avg", "exp_avg_sq"
 inline constexpr StateKind kStateKinds[] = {StateKind::kParam, StateKind::kMoment1, StateKind::kMoment2};
 
-// The name the head stage's copy of the tied token embedding is saved under (pipeline > 1).
+// The name the head stage's copy of the tied token embedding is saved under (pipeline > 1). A model
+// with an untied LM head has a tensor of that name of its own (and no copy): the config tells them apart.
 inline constexpr const char* kHeadCopyName = "lm_head.weight";
 
 // One tensor in a file: elements [lo, hi) of TP part `part` of `parts` of `tensor`'s `kind` array.
 struct ManifestEntry {
   std::string key;     // its name inside the safetensors file
-  std::string tensor;  // whole-model name (Hugging Face GPT-2 names; kHeadCopyName for the head copy)
+  std::string tensor;  // whole-model name (param_layout.h's Hugging Face names; kHeadCopyName for the head copy)
   StateKind kind = StateKind::kParam;
   int parts = 1, part = 0;
   uint64_t lo = 0, hi = 0;

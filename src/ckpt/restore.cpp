@@ -79,7 +79,8 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelMo
                                             const CheckpointRank& who) {
   std::vector<std::vector<float>> out;
   const int tp = cfg.parallel.tp;
-  const bool has_head_copy = reader.manifest().tensors.count(kHeadCopyName) > 0;
+  const bool tied = cfg.model.tie_embeddings;  // untied: lm_head.weight is the model's own tensor
+  const bool has_head_copy = tied && reader.manifest().tensors.count(kHeadCopyName) > 0;
   for (int c = 0; c < model.num_chunks(); c++) {
     const GPT& m = model.chunk(c);
     for (StateKind kind : kStateKinds) {
@@ -87,7 +88,8 @@ std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelMo
       for (const ParamSpec& s : m.param_specs()) {
         // The head stage's copy of the tied embedding: its own saved copy when the saving run had
         // one (pipeline), else the token embedding it equals.
-        const bool head_copy = cfg.parallel.pp > 1 && !m.has_embedding() && s.name == kTokenEmbeddingName;
+        const bool head_copy =
+            tied && cfg.parallel.pp > 1 && !m.has_embedding() && s.name == token_embedding_name(cfg.model);
         const std::string name = head_copy && has_head_copy ? kHeadCopyName : s.name;
         // Saved under this TP degree: this rank's part alone; else the whole tensor, cut again.
         const bool cut = tp > 1 && s.sharded();

@@ -16,6 +16,8 @@
 namespace ms {
 namespace {
 
+constexpr const char* kPresetKey = "model.preset";  // applied before the other keys of its source
+
 // Calls f(key, field&, doc) for every field, in declaration order.
 template <class C, class F>
 void visit(C& c, F&& f) {
@@ -143,11 +145,17 @@ void set_field(Config& c, const std::string& key, const std::string& value, cons
     if (key == k) { parse_text(value, v, where, key); found = true; }
   });
   MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", where, key);
+  if (key == kPresetKey) c.model.apply_preset();
 }
 
 namespace {
-// Applies a parsed TOML table over c; `path` names the source in errors.
+// Applies a parsed TOML table over c; `path` names the source in errors. model.preset first (its
+// family defaults), then every key (the preset again: a no-op), so explicit keys override it.
 void apply_toml(Config& c, const toml::table& tbl, const std::string& path) {
+  if (const toml::node* preset = tbl.at_path(kPresetKey).node()) {
+    from_node(*preset, c.model.preset, path, kPresetKey);
+    c.model.apply_preset();
+  }
   // Every key in the file must be a known field.
   for (auto&& [section, node] : tbl) {
     const toml::table* sec = node.as_table();
@@ -156,6 +164,7 @@ void apply_toml(Config& c, const toml::table& tbl, const std::string& path) {
     for (auto&& [name, value] : *sec) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
       bool found = false;
+      if (key == kPresetKey) continue;  // applied above
       visit(c, [&](const char* k, auto& v, const char*) {
         if (key == k) { from_node(value, v, path, key); found = true; }
       });

@@ -10,8 +10,18 @@
 
 namespace ms {
 
+void ModelConfig::apply_preset() {
+  const bool llama = preset == ModelPreset::kLlama;
+  norm = llama ? NormKind::kRmsNorm : NormKind::kLayerNorm;
+  positions = llama ? PositionKind::kRope : PositionKind::kLearned;
+  mlp = llama ? MlpKind::kSwiglu : MlpKind::kGelu;
+  tie_embeddings = !llama;
+  bias = llama ? BiasKind::kNone : BiasKind::kAll;
+}
+
 void ModelConfig::validate() const {
-  MS_CHECK(vocab_size > 0 && vocab_size <= 65536, "config: model.vocab_size={} must be in 1..65536 (tokens are stored as uint16)", vocab_size);
+  // Token ids are int32 in memory; the shard format bounds what a corpus can hold (data/).
+  MS_CHECK(vocab_size > 0 && vocab_size <= (1 << 24), "config: model.vocab_size={} must be in 1..16777216", vocab_size);
   // Upper bounds keep every size product (Vp, 3C, 4C, 4C x C, Vp x C, max_seq_len x C) inside int.
   MS_CHECK(pad_vocab_to > 0 && pad_vocab_to <= 65536, "config: model.pad_vocab_to={} must be in 1..65536",
            pad_vocab_to);
@@ -20,15 +30,29 @@ void ModelConfig::validate() const {
            "weights must stay within 32-bit sizes)", n_embd);
   MS_CHECK(n_head > 0 && n_embd % n_head == 0,
            "config: model.n_head={} does not divide model.n_embd={}", n_head, n_embd);
+  MS_CHECK(n_kv_head >= 0 && n_kv_head <= n_head && (n_kv_head == 0 || n_head % n_kv_head == 0),
+           "config: model.n_kv_head={} must divide model.n_head={} (0 = n_head)", n_kv_head, n_head);
+  MS_CHECK(ffn_hidden >= 0 && ffn_hidden <= 4 * 65536, "config: model.ffn_hidden={} must be in 0..262144 (0 = the "
+           "mlp's default)", ffn_hidden);
+  MS_CHECK(static_cast<int64_t>(fc_width()) * n_embd <= INT32_MAX, "config: the MLP is too large: {} x model.n_embd={} "
+           "exceeds 2^31-1 elements", fc_width(), n_embd);
   MS_CHECK(max_seq_len > 0 && max_seq_len <= (1 << 20), "config: model.max_seq_len={} must be in 1..1048576",
            max_seq_len);
   MS_CHECK(static_cast<int64_t>(padded_vocab()) * n_embd <= INT32_MAX &&
                static_cast<int64_t>(max_seq_len) * n_embd <= INT32_MAX,
            "config: the embeddings are too large: the padded vocabulary {} or model.max_seq_len={} times "
            "model.n_embd={} exceeds 2^31-1 elements", padded_vocab(), max_seq_len, n_embd);
+  MS_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && norm_eps < 1, "config: model.norm_eps={} must be in (0, 1)",
+           norm_eps);
+  MS_CHECK(!rope() || head_size() % 2 == 0, "config: model.positions='rope' needs an even head size; n_embd={} / "
+           "n_head={} = {}", n_embd, n_head, head_size());
+  MS_CHECK(std::isfinite(rope_theta) && rope_theta > 1, "config: model.rope_theta={} must be finite and > 1",
+           rope_theta);
   MS_CHECK(attention != AttentionKind::kSliding || window > 0,
            "config: model.window={} must be > 0 for sliding attention", window);
   MS_CHECK(full_every >= 0, "config: model.full_every={} must be >= 0", full_every);
+  MS_CHECK(recompute_every >= 1 && recompute_every <= n_layer, "config: model.recompute_every={} must be in "
+           "1..model.n_layer={}", recompute_every, n_layer);
   MS_CHECK(std::isfinite(init_std) && init_std > 0, "config: model.init_std={} must be finite and > 0", init_std);
 }
 
@@ -122,8 +146,11 @@ void validate_tensor_split(const Config& c) {
   if (p.tp <= 1) return;
   MS_CHECK(m.n_head % p.tp == 0, "config: parallel.tp={} does not divide model.n_head={} (heads are split over the "
            "tensor-parallel ranks)", p.tp, m.n_head);
-  MS_CHECK((4 * m.n_embd) % p.tp == 0, "config: parallel.tp={} does not divide the MLP width 4*model.n_embd={}",
-           p.tp, 4 * m.n_embd);
+  MS_CHECK(m.kv_heads() % p.tp == 0, "config: parallel.tp={} does not divide the key/value heads model.n_kv_head={} "
+           "(each tensor-parallel rank holds whole key/value heads; choose n_kv_head as a multiple of tp)", p.tp,
+           m.kv_heads());
+  MS_CHECK(m.ffn() % p.tp == 0, "config: parallel.tp={} does not divide the MLP width {} (model.ffn_hidden, 0 = the "
+           "mlp's default)", p.tp, m.ffn());
   MS_CHECK(m.padded_vocab() % p.tp == 0, "config: parallel.tp={} does not divide the padded vocabulary {} "
            "(model.vocab_size={} rounded up to model.pad_vocab_to={}); choose pad_vocab_to as a multiple of tp",
            p.tp, m.padded_vocab(), m.vocab_size, m.pad_vocab_to);

@@ -38,19 +38,35 @@ class KernelBackend {
   virtual void add_column_sums(float* out, const float* x, int N, int C) = 0;
   virtual void f32_to_bf16(bf16_t* out, const float* in, size_t n) = 0;
 
-  // ---- layernorm.h, gelu.h, attention.h, cross_entropy.h, vocab_parallel_cross_entropy.h ----
+  // ---- layernorm.h, rmsnorm.h, gelu.h, swiglu.h, rope.h, attention.h, cross_entropy.h,
+  // vocab_parallel_cross_entropy.h ----
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                 const float* bias, int N, int C) = 0;
+                                 const float* bias, int N, int C, float eps) = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                   const float* weight, const float* mean, const float* rstd, int N, int C) = 0;
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                               float eps) = 0;
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                                const float* rstd, int N, int C) = 0;
   virtual void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) = 0;
   virtual void bias_gelu_forward_bf16(bf16_t* out, float* pre, const float* bias, int N, int C) = 0;
   virtual void bias_gelu_backward(float* dpre, float* dbias, const float* dout, const float* pre, int N, int C) = 0;
-  // bf16_tiles: attention_forward_bf16 / attention_backward_bf16 instead of the fp32 forms.
+  virtual void swiglu_forward(float* out, const float* pre, int N, int F) = 0;
+  virtual void swiglu_forward_bf16(bf16_t* out, const float* pre, int N, int F) = 0;
+  virtual void swiglu_backward(float* dpre, const float* dout, const float* pre, int N, int F) = 0;
+  // cos, sin: rope_table's (T, HS/2) tables in this device's memory.
+  virtual void rope_forward(float* qkv, const float* cos, const float* sin, int lo, int hi, int T, int NH, int NKV,
+                            int HS) = 0;
+  virtual void rope_backward(float* dqkv, const float* cos, const float* sin, int lo, int hi, int T, int NH,
+                             int NKV, int HS) = 0;
+  // bf16_tiles: attention_forward_bf16 / attention_backward_bf16 instead of the fp32 forms. C = NH*HS
+  // query channels; NKV key/value heads (NH a multiple of NKV; NKV == NH: multi-head attention), qkv
+  // rows (NH + 2*NKV)*HS wide (attention.h).
   virtual void attention_forward(bool bf16_tiles, float* out, float* lse, const float* qkv, int B, int T, int C,
-                                 int NH, int window) = 0;
+                                 int NH, int NKV, int window) = 0;
   virtual void attention_backward(bool bf16_tiles, float* dqkv, const float* dout, const float* qkv,
-                                  const float* out, const float* lse, int B, int T, int C, int NH, int window) = 0;
+                                  const float* out, const float* lse, int B, int T, int C, int NH, int NKV,
+                                  int window) = 0;
   virtual void softmax_cross_entropy(float* losses, float* dlogits, const float* logits, const int* targets, int N,
                                      int V, int Vp, float dloss) = 0;
   virtual void softmax_cross_entropy_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
@@ -73,8 +89,9 @@ class KernelBackend {
                                 int v1) = 0;
   // out (n, C) += wpe[(row0 + i) % T] for row i.
   virtual void add_position_embedding(float* out, const float* wpe, int n, int C, int T, int row0) = 0;
-  // dwpe[(row0 + i) % T] += d_local[i] for i < n, and dwte[ids[i] - v0] += d_full[i] for i < N
-  // with v0 <= ids[i] < v1; every element summed in ascending row order (deterministic).
+  // dwpe[(row0 + i) % T] += d_local[i] for i < n (skipped when dwpe is nullptr: no position
+  // embedding), and dwte[ids[i] - v0] += d_full[i] for i < N with v0 <= ids[i] < v1; every element
+  // summed in ascending row order (deterministic).
   virtual void embedding_backward(float* dwte, float* dwpe, const float* d_full, const float* d_local,
                                   const int* ids, int N, int n, int C, int T, int row0, int v0, int v1) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;

@@ -11,6 +11,7 @@
 #include "kernels/attention.h"  // attention_bf16_on_dot_product_units
 #include "kernels/backend.h"    // KernelBackend, kernels_for
 #include "kernels/gemm_bf16.h"  // bf16_gemm_uses_amx
+#include "kernels/rope.h"       // rope_table
 
 namespace ms {
 
@@ -21,28 +22,41 @@ GPT::GPT(const ModelConfig& cfg, int maxB, int maxT, DType precision, const Mode
       precision_(precision) {
   MS_CHECK(maxT <= cfg.max_seq_len, "GPT: sequence length {} exceeds model.max_seq_len={}", maxT, cfg.max_seq_len);
   MS_CHECK(activation_slots >= 1, "GPT: {} activation slots (at least 1)", activation_slots);
-  // Checks that the parts divide heads, 4C and Vp and that the layer range is a range.
+  // Checks that the parts divide the heads, key/value heads, F and Vp and that the layer range is a range.
   ParamLayout lay = build_param_layout(cfg, shard);
   l0_ = shard.layer_begin;
-  L_ = shard.end_layer(cfg.n_layer) - l0_;
   has_emb_ = shard.has_embedding();
   has_head_ = shard.has_head(cfg.n_layer);
-  slots_.resize(activation_slots);
-  const int P = shard.parts;
-  NHl_ = NH_ / P, Cl_ = C_ / P, Fl_ = 4 * C_ / P, Vl_ = Vp_ / P, v0_ = shard.index * Vl_;
-  rows_exchanged_ = P > 1 && shard.seq_sharded;
-  MS_CHECK(!rows_exchanged_ || maxT % P == 0, "GPT: sequence parallelism over {} parts needs a sequence length "
-           "divisible by it (T={})", P, maxT);
+  const LocalDims d = local_dims(ActDims{cfg, maxB, maxT, precision, shard, activation_slots});
+  L_ = d.L;
+  NHl_ = d.NHl, NKVl_ = d.NKVl, HS_ = d.HS, Cl_ = d.Cl, QKVl_ = d.QKVl, Fl_ = d.Fl, FCl_ = d.FCl, Vl_ = d.Vl;
+  v0_ = shard.index * Vl_;
+  group_ = d.group;
+  rows_exchanged_ = d.rows_exchanged;
+  MS_CHECK(!rows_exchanged_ || maxT % shard.parts == 0, "GPT: sequence parallelism over {} parts needs a sequence "
+           "length divisible by it (T={})", shard.parts, maxT);
   specs_ = std::move(lay.specs);
   block_offset_ = std::move(lay.block_offset);
+  block_tensors_ = std::move(lay.blocks);
+  const size_t off = lay.total;
   // lnf_w_ marks where the blocks end (block_end) also in a chunk without the head.
   wte_ = lay.wte, wpe_ = lay.wpe, lnf_w_ = has_head_ ? lay.lnf_w : lay.blocks_end, lnf_b_ = lay.lnf_b;
-  const size_t off = lay.total;
+  head_ = cfg.tie_embeddings ? lay.wte : lay.head;
+  has_wpe_ = lay.wpe < off, has_lnf_b_ = lay.lnf_b < off;
   params_.resize(off, device);
   grads_.resize(off, device);
   MS_CHECK(precision_ == DType::kF32 || precision_ == DType::kBF16, "GPT: precision {} is not fp32 or bf16",
            dtype_name(precision_));
-  assign_activations();
+  assign_activations(activation_slots);
+  if (cfg.rope()) {  // the angle table, computed once on the host (kernels/rope.h)
+    const size_t n = static_cast<size_t>(maxT) * (HS_ / 2);
+    std::vector<float> c(n), s(n);
+    rope_table(c.data(), s.data(), maxT, HS_, cfg.rope_theta);
+    rope_cos_.resize(n, device);
+    rope_sin_.resize(n, device);
+    rope_cos_.upload(c.data(), n);
+    rope_sin_.upload(s.data(), n);
+  }
   if (precision_ == DType::kBF16) {
     bf16_weights_.resize(off, *k_);
     static bool noticed = false;  // one line per process
@@ -94,48 +108,28 @@ void GPT::linear_weight_grad(float* dweight, float* dbias, const float* dout, co
 }
 
 BlockParams GPT::block_params(float* base, int l) const {
-  const size_t C = C_, Cl = Cl_, Fl = Fl_;
-  float* p = base + block_offset_[l];
-  BlockParams b{};
-  auto take = [&](size_t n) { float* r = p; p += n; return r; };
-  b.ln1_w = take(C); b.ln1_b = take(C);
-  b.qkv_w = take(3 * Cl * C); b.qkv_b = take(3 * Cl);
-  b.attn_proj_w = take(C * Cl); b.attn_proj_b = take(C);
-  if (!cfg_.parallel_block()) { b.ln2_w = take(C); b.ln2_b = take(C); }
-  else { b.ln2_w = b.ln2_b = nullptr; }
-  b.fc_w = take(Fl * C); b.fc_b = take(Fl);
-  b.fc_proj_w = take(C * Fl); b.fc_proj_b = take(C);
-  return b;
+  const BlockOffsets& o = block_tensors_[l];
+  auto at = [&](size_t off) { return off == kAbsent ? nullptr : base + off; };
+  return BlockParams{at(o.ln1_w), at(o.ln1_b), at(o.qkv_w), at(o.qkv_b), at(o.attn_proj_w), at(o.attn_proj_b),
+                     at(o.ln2_w), at(o.ln2_b), at(o.fc_w), at(o.fc_b), at(o.fc_proj_w), at(o.fc_proj_b)};
 }
 
-namespace {
-
-// Elements of GPT::assign_activations' fp32 buffer and of its bf16 one, from the arguments alone.
-std::pair<size_t, size_t> activation_elements(const ModelConfig& cfg, int maxB, int maxT, DType precision,
-                                              const ModelShard& shard, int slots) {
-  const size_t P = shard.parts, N = static_cast<size_t>(maxB) * maxT, C = cfg.n_embd, Cl = C / P, Fl = 4 * C / P;
-  const size_t Vl = static_cast<size_t>(cfg.padded_vocab()) / P, NHl = cfg.n_head / P;
-  const size_t L = shard.end_layer(cfg.n_layer) - shard.layer_begin;
-  const bool rows_exchanged = P > 1 && shard.seq_sharded, par = cfg.parallel_block(), bf16 = precision == DType::kBF16;
-  const bool split = P > 1, head = shard.has_head(cfg.n_layer);
-  const size_t n = rows_exchanged ? N / P : N;
-  size_t block = 2 * n + N * 3 * Cl + N * Cl + N * NHl + N * Fl + n * C;  // ln1 stats, qkv, atty, lse, fch, out
-  if (!bf16) block += N * C + N * Fl;                                     // ln1, fch_gelu
-  if (!par) block += n * C + 2 * n + (bf16 ? 0 : N * C);                  // res_att, ln2 stats, ln2
-  size_t slot = n * C + L * block + (head ? N * C + 2 * n + N * Vl + N : 0);
-  size_t f32 = slots * slot + (rows_exchanged ? n * C : 0) + (bf16 ? N * C * (par ? 1 : 2) : 0);
-  if (split && head) f32 += 3 * N;
-  if (split) f32 += N * C + n * C;
-  f32 += n * C + (rows_exchanged ? N * C : 0) + N * C + N * 3 * Cl + N * Cl + N * Fl;
-  size_t b16 = 0;
-  if (bf16) {
-    const size_t per_slot = N * (C + Cl + (par ? 0 : C) + Fl) * L + (head ? N * C + N * Vl : 0);
-    b16 = per_slot * slots + N * std::max(C, Fl) + N * 3 * Cl;
-  }
-  return {f32, b16};
+void GPT::norm_forward(float* out, float* mean, float* rstd, const float* in, const float* w, const float* b, int n) {
+  if (cfg_.rmsnorm()) k_->rmsnorm_forward(out, rstd, in, w, n, C_, cfg_.norm_eps);
+  else k_->layernorm_forward(out, mean, rstd, in, w, b, n, C_, cfg_.norm_eps);
 }
 
-}  // namespace
+void GPT::norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* in, const float* w,
+                        const float* mean, const float* rstd, int n) {
+  if (cfg_.rmsnorm()) k_->rmsnorm_backward(dinp, dw, dout, in, w, rstd, n, C_);
+  else k_->layernorm_backward(dinp, dw, db, dout, in, w, mean, rstd, n, C_);
+}
+
+void GPT::rope_rows(float* qkv, int lo, int hi, int T, bool backward) {
+  if (!cfg_.rope() || lo == hi) return;
+  if (backward) k_->rope_backward(qkv, rope_cos_.data(), rope_sin_.data(), lo, hi, T, NHl_, NKVl_, HS_);
+  else k_->rope_forward(qkv, rope_cos_.data(), rope_sin_.data(), lo, hi, T, NHl_, NKVl_, HS_);
+}
 
 GPT::Footprint GPT::planned_footprint(const ModelConfig& cfg, int maxB, int maxT, DType precision,
                                       const ModelShard& shard, int activation_slots) {
@@ -143,128 +137,34 @@ GPT::Footprint GPT::planned_footprint(const ModelConfig& cfg, int maxB, int maxT
   f.params = f.grads = build_param_layout(cfg, shard).total;
   const size_t Vl = static_cast<size_t>(cfg.padded_vocab()) / shard.parts;
   f.logits = shard.has_head(cfg.n_layer) ? static_cast<size_t>(maxB) * maxT * Vl * activation_slots : 0;
-  const auto [f32, b16] = activation_elements(cfg, maxB, maxT, precision, shard, activation_slots);
+  const auto [f32, b16] = count_activations(ActDims{cfg, maxB, maxT, precision, shard, activation_slots});
   f.activations = f32 + b16 / 2;
   return f;
 }
 
-void GPT::assign_activations() {
-  const size_t N = static_cast<size_t>(maxB_) * maxT_, C = C_, Cl = Cl_, Fl = Fl_, Vl = Vl_;
-  const size_t n = rows_exchanged_ ? N / shard_.parts : N;
-  const bool par = cfg_.parallel_block();
-  const bool bf16 = precision_ == DType::kBF16;
-  const bool split = shard_.parts > 1;
-  // In bf16 mode the fp32 ln1 and ln2 (all rows) are only GEMM inputs (the backward reads their
-  // bf16 copies), so one shared fp32 scratch of each serves every layer and slot; GeLU writes its
-  // bf16 output directly and has no fp32 buffer at all (fch_gelu is nullptr). What a backward reads
-  // is per slot; the rest (forward and backward scratch) is shared.
-  std::vector<std::pair<float**, size_t>> plan;  // (pointer to set, elements), carved in order
-  auto want = [&](float** p, size_t count) { plan.emplace_back(p, count); };
-  float *shared_ln1 = nullptr, *shared_ln2 = nullptr;
-  for (ActSlot& sl : slots_) {
-    want(&sl.encoded, n * C);
-    sl.blocks.assign(L_, BlockActs{});
-    for (BlockActs& a : sl.blocks) {
-      if (!bf16) want(&a.ln1, N * C);
-      want(&a.ln1_mean, n); want(&a.ln1_rstd, n);
-      want(&a.qkv, N * 3 * Cl);
-      want(&a.atty, N * Cl); want(&a.att_lse, N * NHl_);
-      if (!par) {
-        want(&a.res_att, n * C);
-        if (!bf16) want(&a.ln2, N * C);
-        want(&a.ln2_mean, n); want(&a.ln2_rstd, n);
-      }
-      want(&a.fch, N * Fl);
-      if (!bf16) want(&a.fch_gelu, N * Fl);
-      want(&a.out, n * C);
-    }
-    if (has_head_) {
-      want(&sl.lnf, N * C); want(&sl.lnf_mean, n); want(&sl.lnf_rstd, n);
-      want(&sl.logits, N * Vl);
-      want(&sl.losses, N);
-    }
-  }
-  if (rows_exchanged_) want(&ln_local_, n * C);
-  if (bf16) {
-    want(&shared_ln1, N * C);
-    if (!par) want(&shared_ln2, N * C);
-  }
-  if (split && has_head_) { want(&ce_max_, N); want(&ce_sums_, 2 * N); }
-  if (split) {
-    want(&partial_, N * C);
-    want(&dln_local_, n * C);
-  }
-  want(&dres_, n * C);
-  if (rows_exchanged_) want(&dres_full_, N * C);
-  want(&dln_, N * C); want(&dqkv_, N * 3 * Cl); want(&datty_, N * Cl); want(&dfch_, N * Fl);
-  size_t total = 0;
-  for (const auto& w : plan) total += w.second;
-  const auto planned = activation_elements(cfg_, maxB_, maxT_, precision_, shard_, static_cast<int>(slots_.size()));
-  MS_CHECK(total == planned.first, "GPT: {} fp32 activation elements, planned_footprint says {}", total,
-           planned.first);
-  acts_.resize(total, device());
+void GPT::assign_activations(int slots) {
+  const auto [f32, b16] = count_activations(act_dims(slots));
+  acts_.resize(f32, device());
+  acts_bf16_.resize(b16, device());
   float* p = acts_.data();
-  for (const auto& [ptr, count] : plan) { *ptr = p; p += count; }
-  for (ActSlot& sl : slots_)
-    for (BlockActs& a : sl.blocks)
-      if (bf16) { a.ln1 = shared_ln1; a.ln2 = shared_ln2; }
-  if (!rows_exchanged_) dres_full_ = dres_;
-  if (!split) dln_local_ = dln_;
+  bf16_t* q = acts_bf16_.data();
+  plan_activations(act_dims(slots), slots_, sc_,
+                   [&](float** at, size_t count) { *at = p; p += count; },
+                   [&](bf16_t** at, size_t count) { *at = q; q += count; });
+  MS_CHECK(p == acts_.data() + f32 && q == acts_bf16_.data() + b16, "GPT: activation layout mismatch");
+  const size_t N = static_cast<size_t>(maxB_) * maxT_;
   inputs_all_.resize(has_emb_ ? N * slots_.size() : 0, device());
   if (has_emb_)
     for (size_t k = 0; k < slots_.size(); k++) slots_[k].inputs = inputs_all_.data() + k * N;
   targets_.resize(has_head_ ? N : 0, device());
-
-  if (bf16) {
-    // bf16 copies of the GEMM inputs (per block ln1, atty, [ln2], fch_gelu; lnf) and the bf16
-    // dlogits, per slot; the converted output gradients, shared.
-    const size_t per_block16 = N * (C + Cl + (par ? 0 : C) + Fl);
-    const size_t per_slot16 = per_block16 * L_ + (has_head_ ? N * C + N * Vl : 0);
-    const size_t dout_max = N * std::max(C, Fl);
-    acts_bf16_.resize(per_slot16 * slots_.size() + dout_max + N * 3 * Cl, device());
-    MS_CHECK(acts_bf16_.size() == planned.second, "GPT: {} bf16 activation elements, planned_footprint says {}",
-             acts_bf16_.size(), planned.second);
-    bf16_t* q = acts_bf16_.data();
-    auto take16 = [&](size_t count) { bf16_t* r = q; q += count; return r; };
-    for (ActSlot& sl : slots_) {
-      sl.blocks_bf16.assign(L_, BlockActsBf16{});
-      for (BlockActsBf16& b : sl.blocks_bf16) {
-        b.ln1 = take16(N * C);
-        b.atty = take16(N * Cl);
-        b.ln2 = par ? nullptr : take16(N * C);
-        b.fch_gelu = take16(N * Fl);
-      }
-      if (has_head_) {
-        sl.lnf_bf16 = take16(N * C);
-        sl.dlogits_bf16 = take16(N * Vl);
-      }
-    }
-    dout_bf16_ = take16(dout_max);
-    dqkv_bf16_ = take16(N * 3 * Cl);
-    MS_CHECK(q == acts_bf16_.data() + acts_bf16_.size(), "GPT: bf16 activation layout mismatch");
-  } else {
-    for (ActSlot& sl : slots_) sl.blocks_bf16.assign(L_, BlockActsBf16{});
-  }
   slot_ = 0;
-  const ActSlot& s0 = slots_[0];
-  encoded_ = s0.encoded, blocks_ = s0.blocks, lnf_ = s0.lnf, lnf_mean_ = s0.lnf_mean, lnf_rstd_ = s0.lnf_rstd;
-  logits_ = s0.logits, losses_ = s0.losses, blocks_bf16_ = s0.blocks_bf16, lnf_bf16_ = s0.lnf_bf16;
-  dlogits_bf16_ = s0.dlogits_bf16, inputs_ = s0.inputs;
+  a_ = &slots_[0];
 }
 
 void GPT::select_slot(int k) {
   MS_CHECK(k >= 0 && k < static_cast<int>(slots_.size()), "GPT: activation slot {} of {}", k, slots_.size());
-  if (k == slot_) return;
-  ActSlot& cur = slots_[slot_];
-  cur.B = B_, cur.T = T_, cur.have_dlogits = have_dlogits_;
-  const ActSlot& s = slots_[k];
-  encoded_ = s.encoded, lnf_ = s.lnf, lnf_mean_ = s.lnf_mean, lnf_rstd_ = s.lnf_rstd;
-  logits_ = s.logits, losses_ = s.losses, lnf_bf16_ = s.lnf_bf16, dlogits_bf16_ = s.dlogits_bf16;
-  inputs_ = s.inputs;
-  std::copy(s.blocks.begin(), s.blocks.end(), blocks_.begin());  // same sizes: no allocation
-  std::copy(s.blocks_bf16.begin(), s.blocks_bf16.end(), blocks_bf16_.begin());
-  B_ = s.B, T_ = s.T, have_dlogits_ = s.have_dlogits;
   slot_ = k;
+  a_ = &slots_[k];
 }
 
 GPT::Footprint GPT::footprint() const {
@@ -294,9 +194,9 @@ void GPT::load_params(const float* host) {
 }
 
 void GPT::copy_logits_to_host(int row, int rows, float* out) const {
-  MS_CHECK(has_head_ && row >= 0 && rows >= 0 && row + rows <= B_ * T_, "GPT: logits rows [{}, {}) of a {}x{} forward",
-           row, row + rows, B_, T_);
-  const size_t at = static_cast<size_t>(logits_ - acts_.data()) + static_cast<size_t>(row) * Vl_;
+  MS_CHECK(has_head_ && row >= 0 && rows >= 0 && row + rows <= a_->B * a_->T,
+           "GPT: logits rows [{}, {}) of a {}x{} forward", row, row + rows, a_->B, a_->T);
+  const size_t at = static_cast<size_t>(a_->logits - acts_.data()) + static_cast<size_t>(row) * Vl_;
   acts_.download(out, static_cast<size_t>(rows) * Vl_, at);
 }
 
@@ -310,7 +210,7 @@ void GPT::init_weights_host(uint64_t seed, float* base) const {
       full.resize(s.full_numel());
       Rng rng(seed, static_cast<uint64_t>(s.index));  // the whole model's stream of this tensor
       for (float& v : full) v = static_cast<float>(rng.normal() * s.init_std);
-      if (s.name == kTokenEmbeddingName)  // padded vocabulary rows stay zero: no id reaches them
+      if (s.offset == wte_ || s.offset == head_)  // padded vocabulary rows stay zero: no id reaches them
         std::fill(full.begin() + static_cast<size_t>(V_) * C_, full.end(), 0.0f);
       slice_param(s, shard_.parts, shard_.index, full.data(), p);
     } else if (s.kind == ParamKind::kNorm && s.name.ends_with(".weight")) {

@@ -1,13 +1,16 @@
-// gpt: the GPT-2-style decoder, forward and backward written by hand per layer (llm.c style),
-// with every parameter, gradient and activation in explicit flat buffers. It knows nothing of
-// parallelism: distributed wrappers drive it from outside.
+// gpt: the decoder (GPT-2 and Llama-style), forward and backward written by hand per layer (llm.c
+// style), with every parameter, gradient and activation in explicit flat buffers. It knows nothing
+// of parallelism: distributed wrappers drive it from outside.
 //
 // Dimension letters used throughout (declared once, here):
 //   B  batch size (sequences)        T  sequence length         N = B*T rows
-//   C  channels (n_embd)             NH heads                   HS = C/NH head size
+//   C  channels (n_embd)             NH query heads             HS = C/NH head size
+//   NKV key/value heads (NH/NKV query heads share one: grouped-query attention; NKV = NH: multi-head)
+//   F  MLP hidden size (ffn())       FC = F (GeLU) or 2F (SwiGLU: gate and up) the MLP's first GEMM
 //   L  layers                        V  vocabulary size         Vp = V padded to a multiple of 64
 // Local shapes of a model cut into P tensor-parallel parts (ModelShard, param_layout.h):
-//   NHl = NH/P heads, Cl = C/P their channels, Fl = 4C/P MLP width, Vl = Vp/P vocabulary rows
+//   NHl = NH/P query heads, Cl = C/P their channels, NKVl = NKV/P key/value heads, QKVl =
+//   (NHl + 2 NKVl) HS the packed q|k|v width, Fl = F/P, FCl = FC/P, Vl = Vp/P vocabulary rows
 //   (columns [v0, v0+Vl) of the logits); n = N/P residual-stream rows with sequence parallelism
 //   (rows [index*n, (index+1)*n) of the B*T rows), else n = N. P = 1: every local shape is the
 //   full one. The ranks meet only in the TensorRegions calls (tensor_regions.h): gather_rows into
@@ -16,14 +19,23 @@
 //   of the vocabulary-parallel cross-entropy. A row-parallel layer's bias is added by part 0 only.
 //
 // Block variants: sequential (GPT-2: h = x + Attn(LN1(x)); y = h + MLP(LN2(h))) and parallel
-// (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one LayerNorm shared by both branches).
+// (MegaScale: y = x + Attn(LN(x)) + MLP(LN(x)), one norm shared by both branches). The family's
+// pieces (model_config.h) are independent: LayerNorm or RMSNorm ("LN" above), learned positions or
+// RoPE (queries and keys rotated in qkv right after the QKV GEMM's rows, before attention; the
+// gradient rotated back after attention's backward), GeLU or SwiGLU MLP, grouped-query attention,
+// biases on all linear layers, none, or the QKV projection only, tied or untied LM head.
 // Pipeline chunks (ModelShard::layer_begin/layer_end): a chunk without the embedding starts from an
 // activation (n,C) the caller writes into input_buffer(slot); a chunk without the head ends with
 // output() (n,C), and its backward starts from the gradient of that output. Several micro-batches
 // may be in flight between their forward and backward: the model keeps `activation_slots` sets of
 // saved activations and select_slot(k) picks the one the next forward / backward uses.
 // Attention: full causal or sliding window (model.window, with full attention every
-// model.full_every-th layer). Weights are tied: the LM head is the token embedding.
+// model.full_every-th layer). With tie_embeddings the LM head is the token embedding; otherwise it
+// is its own tensor (lm_head.weight, after the final norm), held by the chunk with the head only.
+// Activation recomputation (model.recompute, gpt_activations.h): selective re-runs each block's
+// attention forward in its backward; full re-runs the forward of each group of recompute_every
+// blocks (with its tensor-parallel regions, never the param_wait hook) before the group's
+// backward. Either gives the bits of no recomputation (every kernel is deterministic).
 // Guarantees: padded vocabulary rows never enter the loss and get zero gradient; forward/backward
 // are deterministic for a given thread count; no allocation after construction.
 //
@@ -37,7 +49,8 @@
 // next forward() converts all weights once; backward() uses the copy its forward used. Code that
 // keeps the float* from params() and writes through it later must call refresh_bf16_weights().
 // The bf16 copies of the GEMM inputs made in forward (ln1, atty, ln2, fch_gelu, lnf) are kept for
-// backward, which never converts them again. kFp32 runs exactly the fp32 code (bit for bit).
+// backward, which never converts them again (recomputation re-makes them with the same bits).
+// kFp32 runs exactly the fp32 code (bit for bit).
 //
 // Device (train.device): every parameter, gradient and activation lives on one device, and every
 // computation runs through that device's KernelBackend (kernels/backend.h); the model itself has no
@@ -59,6 +72,7 @@
 #include "base/dtype.h"              // DType
 #include "config/model_config.h"   // ModelConfig
 #include "model/bf16_weight_cache.h"  // Bf16WeightCache
+#include "model/gpt_activations.h"    // ActSlot, ActScratch, BlockActs
 #include "model/param_layout.h"    // ParamSpec, ParamKind, ModelShard
 #include "model/tensor_regions.h"  // TensorRegions
 
@@ -66,25 +80,15 @@ namespace ms {
 
 class KernelBackend;
 
-// Pointers of one block's parameters (or gradients) into a flat buffer (local shapes).
+// Pointers of one block's parameters (or gradients) into a flat buffer (local shapes); nullptr for
+// a tensor the model does not have (biases, ln_2 of the parallel block, an RMSNorm's bias).
 struct BlockParams {
   float *ln1_w, *ln1_b;              // (C)
-  float *qkv_w, *qkv_b;              // (3Cl, C), (3Cl)
+  float *qkv_w, *qkv_b;              // (QKVl, C), (QKVl): q, k, v stacked
   float *attn_proj_w, *attn_proj_b;  // (C, Cl), (C)
   float *ln2_w, *ln2_b;              // (C); nullptr in the parallel block
-  float *fc_w, *fc_b;                // (Fl, C), (Fl)
+  float *fc_w, *fc_b;                // (FCl, C), (FCl): SwiGLU's gate and up stacked
   float *fc_proj_w, *fc_proj_b;      // (C, Fl), (C)
-};
-
-// Pointers of one block's saved activations.
-struct BlockActs {
-  float *ln1, *ln1_mean, *ln1_rstd;  // (N,C) all rows (the GEMMs' input), (n), (n)
-  float *qkv;                        // (N,3Cl)
-  float *atty, *att_lse;             // (N,Cl), (B,NHl,T)
-  float *res_att;                    // (n,C) x + attention branch; sequential block only
-  float *ln2, *ln2_mean, *ln2_rstd;  // sequential block only
-  float *fch, *fch_gelu;             // (N,Fl) pre-activation (bias added) and GeLU output
-  float *out;                        // (n,C) block output = next block's input
 };
 
 class GPT {
@@ -130,8 +134,8 @@ class GPT {
   void select_slot(int k);
   int activation_slots() const { return static_cast<int>(slots_.size()); }
   float* input_buffer(int k) { return slots_[k].encoded; }  // (n,C) the first block's input
-  const float* output() const { return blocks_[L_ - 1].out; }  // (n,C) of the selected slot's forward
-  const float* input_grad() const { return dres_; }  // (n,C) after backward of a chunk without embedding
+  const float* output() const { return a_->blocks[L_ - 1].out; }  // (n,C) of the selected slot's forward
+  const float* input_grad() const { return sc_.dres; }  // (n,C) after backward of a chunk without embedding
   bool has_embedding() const { return has_emb_; }
   bool has_head() const { return has_head_; }
   int first_layer() const { return l0_; }  // global index of local block 0
@@ -149,6 +153,9 @@ class GPT {
   using RangeHook = std::function<void(size_t lo, size_t hi)>;
   void set_grad_ready_hook(RangeHook fn) { grad_ready_ = std::move(fn); }
   void set_param_wait_hook(RangeHook fn) { param_wait_ = std::move(fn); }
+  // The LM head is the token embedding (model.tie_embeddings): the tensor a pipeline's first and last
+  // stages both hold. Otherwise the head is lm_head.weight, after the final norm.
+  bool tied_embedding() const { return cfg_.tie_embeddings; }
   // The tied token embedding split in two (a chunk with both the embedding and the head): with
   // defer_token_grad(), the NEXT backward() reports the token embedding's range
   // token_embedding_range() ready right after the LM head's backward, before every other range (its
@@ -160,8 +167,8 @@ class GPT {
   void defer_token_grad();
   std::pair<size_t, size_t> token_embedding_range() const { return {wte_, wte_ + static_cast<size_t>(Vl_) * C_}; }
   const float* token_grad_rows() const { return token_grad_rows_; }
-  int token_grad_count() const { return token_grad_rows_ ? B_ * T_ : 0; }
-  const int* token_ids() const { return inputs_; }
+  int token_grad_count() const { return token_grad_rows_ ? a_->B * a_->T : 0; }
+  const int* token_ids() const { return a_->inputs; }
 
   void zero_grad() { grads_.zero(); }
 
@@ -193,9 +200,9 @@ class GPT {
 
   // Logits (B,T,Vl) of the selected slot's last forward: columns [v0, v0+Vl) (all Vp when whole; valid only when
   // dloss was 0).
-  const float* logits() const { return logits_; }
+  const float* logits() const { return a_->logits; }
   // Per-row losses (B,T) of the selected slot's last forward (every row, on every part).
-  const float* losses() const { return losses_; }
+  const float* losses() const { return a_->losses; }
 
   // What this process holds, in elements (tests and the run log compare parts with the whole).
   struct Footprint {
@@ -211,7 +218,7 @@ class GPT {
 
  private:
   BlockParams block_params(float* base, int l) const;
-  void assign_activations();
+  void assign_activations(int slots);
   // One linear layer in the configured precision (fp32: matmul.h; bf16: gemm_bf16.h), on rows
   // [lo, hi) of full-row buffers (out (.,OC), inp (.,C)). In bf16 mode inp16 is the bf16 copy of
   // inp, whose rows are written here first when convert is true.
@@ -225,8 +232,21 @@ class GPT {
   // non-null). bf16: from dout16 and inp16 (already converted).
   void linear_weight_grad(float* dweight, float* dbias, const float* dout, const bf16_t* dout16, const float* inp,
                           const bf16_t* inp16, int N, int C, int OC);
+  // The configured norm (LayerNorm: mean and bias used; RMSNorm: mean and bias nullptr) on n rows.
+  void norm_forward(float* out, float* mean, float* rstd, const float* in, const float* w, const float* b, int n);
+  void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* in, const float* w,
+                     const float* mean, const float* rstd, int n);
+  // RoPE on rows [lo, hi) of a qkv (or its gradient) buffer; nothing with learned positions.
+  void rope_rows(float* qkv, int lo, int hi, int T, bool backward);
+  // The attention core of block l from its qkv into a.atty / a.att_lse (and, bf16 with convert, its
+  // bf16 copy): forward, and selective recomputation's re-run.
+  void attention_core(int l, int B, int T);
   void block_forward(int l, const float* x, int B, int T);
   void block_backward(int l, const float* x, int B, int T);
+  // recompute='full': re-runs the forward of the group of blocks ending at block `last`.
+  void recompute_group(int last, int B, int T);
+  const float* block_input(int l) const { return l == 0 ? a_->encoded : a_->blocks[l - 1].out; }
+  bool group_last(int l) const { return group_ > 0 && ((l + 1) % group_ == 0 || l + 1 == L_); }
   void embedding_forward(const int* inputs, int B, int T);
   void embedding_backward(int B, int T, bool defer_token_rows);
   void lm_head_forward(const float* x, int N);
@@ -238,7 +258,8 @@ class GPT {
   // The bias of a row-parallel layer (replicated): added by part 0 only, so the sum over parts holds it once.
   const float* row_parallel_bias(const float* b) const { return shard_.index == 0 ? b : nullptr; }
   // Where a reduce_rows region sums into out: out itself for one part, else the partial scratch.
-  float* partial_for(float* out) { return shard_.parts == 1 ? out : partial_; }
+  float* partial_for(float* out) { return shard_.parts == 1 ? out : sc_.partial; }
+  ActDims act_dims(int slots) const { return ActDims{cfg_, maxB_, maxT_, precision_, shard_, slots}; }
 
   ModelConfig cfg_;
   int maxB_, maxT_;
@@ -246,35 +267,29 @@ class GPT {
   ModelShard shard_;
   int l0_ = 0;               // global index of the first block held
   bool has_emb_ = true, has_head_ = true;
-  int NHl_, Cl_, Fl_, Vl_, v0_;  // local shapes (see the header comment)
+  int NHl_, NKVl_, HS_, Cl_, QKVl_, Fl_, FCl_, Vl_, v0_;  // local shapes (see the header comment)
+  int group_ = 0;                // recompute='full': blocks per recompute group (0: no full recompute)
   bool rows_exchanged_ = false;  // sequence parallel with P > 1: the residual stream holds n < N rows
   TensorRegions identity_regions_;
   TensorRegions* regions_ = &identity_regions_;
   std::vector<ParamSpec> specs_;
   std::vector<size_t> block_offset_;  // offset of each block's first tensor
-  size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  std::vector<BlockOffsets> block_tensors_;  // each held block's tensors
+  // Offsets (param_layout.h); wpe_ == size and lnf_b_ == size when absent; head_ == wte_ when tied.
+  size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, head_ = 0;
+  bool has_wpe_ = false, has_lnf_b_ = false;
   KernelBackend* k_ = nullptr;  // the device's kernels (not owned); every buffer lives on k_->device()
   DeviceArray<float> params_, grads_;
+  DeviceArray<float> rope_cos_, rope_sin_;  // (maxT, HS/2) positions = rope only
 
-  // Activations and backward scratch, carved out of one buffer.
+  // Activations and backward scratch, carved out of one buffer (gpt_activations.h).
   DeviceArray<float> acts_;
+  DeviceArray<bf16_t> acts_bf16_;
   DeviceArray<int> inputs_all_, targets_;
-  int* inputs_ = nullptr;     // (N) the selected slot's token ids
-  float* encoded_ = nullptr;  // (n,C) block 0 input
-  std::vector<BlockActs> blocks_;
-  float* ln_local_ = nullptr;  // (n,C) a LayerNorm's own rows before gather_rows (rows exchanged only)
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;  // (N,C), (n), (n)
-  float* logits_ = nullptr;  // (N,Vl); holds dlogits after a forward with dloss != 0
-  float* losses_ = nullptr;  // (N)
-  float *ce_max_ = nullptr, *ce_sums_ = nullptr;  // (N), (N,2): vocabulary-parallel softmax statistics
-  float* partial_ = nullptr;  // (N,C) a row-parallel layer's partial sums (P > 1)
-  // Backward scratch: dres (n,C) the gradient of the residual stream, dres_full (N,C) its gathered
-  // rows (== dres unless rows are exchanged), dln (N,C) a LayerNorm output's gradient (this part's
-  // partial sum), dln_local (n,C) its reduced rows (== dln when P = 1).
-  float *dres_ = nullptr, *dres_full_ = nullptr, *dln_ = nullptr, *dln_local_ = nullptr;
-  float *dqkv_ = nullptr, *datty_ = nullptr, *dfch_ = nullptr;
-  // bf16 mode only (empty otherwise): the weight copy (same offsets as params_), bf16 copies of
-  // the GEMM inputs saved for backward, and scratch for a converted output gradient.
+  std::vector<ActSlot> slots_;
+  ActSlot* a_ = nullptr;  // the selected slot
+  int slot_ = 0;
+  ActScratch sc_;
   DType precision_ = DType::kF32;
   Bf16WeightCache bf16_weights_;
   RangeHook grad_ready_, param_wait_;
@@ -282,28 +297,6 @@ class GPT {
   const float* token_grad_rows_ = nullptr;   // (N,C) the deferred lookup rows, after such a backward
   // [begin, end) of block l's parameters (l == L_: ln_f and the rest).
   size_t block_end(int l) const { return l + 1 < L_ ? block_offset_[l + 1] : lnf_w_; }
-  DeviceArray<bf16_t> acts_bf16_;
-  struct BlockActsBf16 { bf16_t *ln1, *atty, *ln2, *fch_gelu; };  // ln2 nullptr: parallel block
-  std::vector<BlockActsBf16> blocks_bf16_;
-  // lnf's bf16 copy; dlogits in bf16 (N,Vl); converted output gradients: dout16 (N, max(C, Fl)) and
-  // dqkv16 (N, 3Cl), which the parallel block's backward needs at the same time as dout16.
-  bf16_t *lnf_bf16_ = nullptr, *dlogits_bf16_ = nullptr, *dout_bf16_ = nullptr, *dqkv_bf16_ = nullptr;
-  int B_ = 0, T_ = 0;        // shape of the selected slot's last forward
-  bool have_dlogits_ = false;  // the selected slot's forward is ready for backward
-  // One saved-activation set: the selected one's pointers and state live in the members above
-  // (encoded_, blocks_, lnf_*, logits_, losses_, inputs_, their bf16 copies, B_, T_, have_dlogits_).
-  struct ActSlot {
-    float* encoded = nullptr;
-    std::vector<BlockActs> blocks;
-    float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *losses = nullptr;
-    std::vector<BlockActsBf16> blocks_bf16;
-    bf16_t *lnf_bf16 = nullptr, *dlogits_bf16 = nullptr;
-    int* inputs = nullptr;
-    int B = 0, T = 0;
-    bool have_dlogits = false;
-  };
-  std::vector<ActSlot> slots_;
-  int slot_ = 0;
 };
 
 }  // namespace ms

@@ -1,8 +1,13 @@
-// param_layout: where every parameter tensor of the GPT lives in the one flat parameter buffer
+// param_layout: where every parameter tensor of the decoder lives in the one flat parameter buffer
 // (and, at the same offsets, in the gradient buffer and the bf16 weight copy). Names are Hugging
-// Face GPT-2 names; shapes are our layout (nn.Linear (out, in) for weights). Order: token and
-// position embeddings, then each block's tensors, then the final LayerNorm, so a forward reads
-// ranges in increasing offset order and a backward finishes them in decreasing order.
+// Face names: GPT-2's (transformer.h.0.attn.c_attn.weight, ...) for a model GPT-2's format holds
+// (gpt2_names()), else Llama's (model.layers.0.self_attn.q_proj.weight, ...; a learned position
+// embedding is model.embed_positions.weight, norms with a bias get <norm>.bias, a GeLU MLP is
+// up_proj + down_proj). Shapes are our layout (nn.Linear (out, in) for weights). Order: token and
+// position embeddings, then each block's tensors, then the final norm and an untied LM head, so a
+// forward reads ranges in increasing offset order and a backward finishes them in decreasing order.
+// Tensors one GEMM reads together are adjacent, so that a part's slices of them form one matrix:
+// q, k and v projections (and their biases), the gate and up projections (and theirs).
 // A model cut for tensor parallelism (ModelShard) holds a slice of some tensors (Megatron's
 // scheme): column-parallel QKV (its heads of q, k and v) and MLP-up (rows of 4C), row-parallel
 // attention and MLP projections (columns), the vocabulary-parallel token embedding / LM head
@@ -17,9 +22,13 @@
 
 namespace ms {
 
-// The token embedding's tensor name (Hugging Face GPT-2's), shared by the LM head (tied weights):
-// the tensor a pipeline's first and last stages both hold.
-inline constexpr const char* kTokenEmbeddingName = "transformer.wte.weight";
+// True when the model uses GPT-2's tensor names: Hugging Face's GPT2LMHeadModel holds it
+// (LayerNorm, learned positions, GeLU MLP, multi-head attention, tied embeddings, all biases;
+// the block and attention variants are megascale_* fields of its config.json).
+bool gpt2_names(const ModelConfig& cfg);
+// The token embedding's tensor name: transformer.wte.weight or model.embed_tokens.weight. With
+// tied embeddings it is also the LM head: the tensor a pipeline's first and last stages both hold.
+const char* token_embedding_name(const ModelConfig& cfg);
 
 // How this process's copy of the model is cut (shapes only: the model computes on its local
 // shapes; the communication lives in the TensorRegions it is given, model/tensor_regions.h).
@@ -70,19 +79,32 @@ struct ParamSpec {
   bool sharded() const { return split != ParamSplit::kReplicated; }
 };
 
+// Offsets of one block's tensors in the flat buffer (local shapes). A tensor the model does not
+// have (a bias, ln_2 in the parallel block, a bias of an RMSNorm) is kAbsent. qkv_w is the first of
+// the q, k, v projections ((NHl + 2 NKVl) HS rows together), fc_w the first of gate and up (SwiGLU:
+// 2 Fl rows together); their biases likewise.
+inline constexpr size_t kAbsent = static_cast<size_t>(-1);
+struct BlockOffsets {
+  size_t ln1_w = kAbsent, ln1_b = kAbsent, qkv_w = kAbsent, qkv_b = kAbsent, attn_proj_w = kAbsent,
+         attn_proj_b = kAbsent, ln2_w = kAbsent, ln2_b = kAbsent, fc_w = kAbsent, fc_b = kAbsent,
+         fc_proj_w = kAbsent, fc_proj_b = kAbsent;
+};
+
 struct ParamLayout {
   std::vector<ParamSpec> specs;        // every tensor held, in offset order
   std::vector<size_t> block_offset;    // offset of each held block's first tensor
-  // Offsets of the embeddings, the final LayerNorm; a tensor not held has offset `total`.
-  // Order: wte (when held), wpe, the blocks, ln_f.
-  size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0;
+  std::vector<BlockOffsets> blocks;    // each held block's tensors
+  // Offsets of the embeddings, the final norm and the untied LM head; a tensor not held (or not in
+  // the model) has offset `total`. Order: wte (when held), wpe, the blocks, ln_f, lm_head.
+  size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, head = 0;
   size_t blocks_end = 0;               // one past the last block's tensors
   size_t total = 0;                    // elements of the flat buffer
 };
 
 // The layout of cfg's model as held by `shard` (sequential blocks have ln_2, parallel blocks do
-// not; the token embedding has Vp = padded_vocab() rows, Vp/parts per part). Names keep the whole
-// model's layer numbers. Throws when the layer range is empty or outside [0, n_layer).
+// not; the token embedding and an untied LM head have Vp = padded_vocab() rows, Vp/parts per
+// part). Names keep the whole model's layer numbers. Throws when the layer range is empty or
+// outside [0, n_layer), or when the parts do not divide the heads, key/value heads, MLP width or Vp.
 ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard = {});
 
 // Copies part `index` of `parts` of the whole tensor `full` (full_numel) into `local` (numel).

@@ -10,6 +10,7 @@
 #include "base/check.h"                   // MS_CHECK
 #include "comm/communicator.h"            // Communicator
 #include "kernels/backend.h"               // KernelBackend::fill
+#include "model/hf_import.h"               // import_hf
 #include "parallel/dp/zero_dp.h"          // ZeroDataParallel
 #include "parallel/local_param_state.h"   // LocalParamState
 #include "parallel/pp/pipeline_stage.h"   // PipelineStage
@@ -76,10 +77,11 @@ void ParallelModel::build_chunk(Chunk& k, int c, Communicator* dp, Communicator*
   }
   // The tied token embedding's two copies (first and last stage): Megatron's embedding group
   // starts them equal (broadcast from the first stage) and sums their gradients every step.
-  if (pp_ && (m.has_embedding() || m.has_head())) {
+  // An untied LM head has no copy to keep: each stage holds its own tensor.
+  if (pp_ && m.tied_embedding() && (m.has_embedding() || m.has_head())) {
     MS_CHECK(embedding_ && embedding_->size() == 2, "pipeline: stage {} holds a copy of the tied embedding but has "
              "no embedding group", stage_);
-    const ParamSpec& wte = m.spec(kTokenEmbeddingName);
+    const ParamSpec& wte = m.spec(token_embedding_name(cfg.model));
     MS_CHECK(wte.offset == 0, "pipeline: the tied embedding must start the chunk's parameters");
     k.tied = wte.numel();
     if (init_weights) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0, stream_order_of(m));
@@ -106,6 +108,13 @@ void ParallelModel::init_weights_now() {
     GPT& m = *k.model;
     m.init_weights(static_cast<uint64_t>(cfg_.train.seed));
     if (k.tied) embedding_->broadcast(m.params(), k.tied, DType::kF32, 0, stream_order_of(m));
+    k.state->reset_from_model();
+  }
+}
+
+void ParallelModel::import_hf_now(const std::string& dir) {
+  for (Chunk& k : chunks_) {
+    import_hf(*k.model, dir);
     k.state->reset_from_model();
   }
 }

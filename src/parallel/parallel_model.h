@@ -48,6 +48,9 @@ class ParallelModel {
   ~ParallelModel();
   // The fresh start's weights (train.seed), exactly as the constructor's init.
   void init_weights_now();
+  // Every chunk's part of a Hugging Face folder's weights (model/hf_import.h), then the optimizer
+  // state reset from them (a fresh optimizer). Every rank reads the tensors it holds; no collective.
+  void import_hf_now(const std::string& dir);
 
   // --- the step's phases, over every chunk ---
   using Tokens = std::function<void(int* inputs, int* targets)>;

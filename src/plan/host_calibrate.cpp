@@ -148,11 +148,11 @@ void attention_tables(int copies, int t, const CalibrateOptions& o, bool bf16, H
     };
     auto forward = [&](int c) {
       Buffers& b = buf[c];
-      k.attention_forward(bf16, b.c.data(), b.d.data(), b.a.data(), B, T, C, NH, 0);
+      k.attention_forward(bf16, b.c.data(), b.d.data(), b.a.data(), B, T, C, NH, NH, 0);
     };
     auto backward = [&](int c) {
       Buffers& b = buf[c];
-      k.attention_backward(bf16, b.e.data(), b.b.data(), b.a.data(), b.c.data(), b.d.data(), B, T, C, NH, 0);
+      k.attention_backward(bf16, b.e.data(), b.b.data(), b.a.data(), b.c.data(), b.d.data(), B, T, C, NH, NH, 0);
     };
     const double flops = 4.0 * rows * (S + 1) / 2 * C;  // op_graph.h: 4 N keys h, keys = (s+1)/2
     fwd.push_back(flops / concurrent_seconds(copies, t, o.repeats, setup, forward) / 1e9);
@@ -186,7 +186,7 @@ void memory_tables(int copies, int t, const CalibrateOptions& o, HostThreadTable
   out.kernel_GBps["layernorm_fwd"] = rate(2 * nc, setup, [&](int c) {
     Buffers& b = buf[c];
     float* s = stats[c].data();
-    k.layernorm_forward(b.c.data(), s, s + N, b.a.data(), s + 2 * N, s + 2 * N + C, N, C);
+    k.layernorm_forward(b.c.data(), s, s + N, b.a.data(), s + 2 * N, s + 2 * N + C, N, C, 1e-5f);
   });
   out.kernel_GBps["layernorm_bwd"] = rate(
       3 * nc, [](int) {},

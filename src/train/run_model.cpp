@@ -34,10 +34,11 @@ void restore_or_init(TrainingRun& run) {
     resume_in_sight = resume.mode == ResumeMode::kPath ||
                       !checkpoint_candidates(*run.storage, [](const std::string&) {}).empty();
   resume_in_sight = any_rank(run.world(), resume_in_sight);
+  const bool from_hf = !cfg.train.init_from.empty();  // train.init_from: the folder's weights when nothing resumes
   RankGrid* g = run.grid.get();
   run.trainer = std::make_unique<Trainer>(cfg, g ? &g->dp() : nullptr, g ? &g->tp() : nullptr,
                                           g ? &g->pp() : nullptr, g ? g->embedding() : nullptr,
-                                          /*init_weights=*/!resume_in_sight);
+                                          /*init_weights=*/!resume_in_sight && !from_hf);
   ParallelModel& pm = run.trainer->parallel();
   MS_CHECK(pm.needs_tokens() == run.feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
            "whether this stage reads tokens", run.rank);
@@ -45,7 +46,12 @@ void restore_or_init(TrainingRun& run) {
   run.restored = restore_checkpoint(cfg, pm, *run.storage, run.world(), g ? &g->dp() : nullptr, run.who,
                                     [&](const std::string& m) { if (run.rank == 0) log.message("checkpoint", m); });
   const RestoreResult& r = run.restored;
-  if (!r.restored && resume_in_sight) pm.init_weights_now();
+  if (!r.restored && from_hf) {
+    pm.import_hf_now(cfg.train.init_from);
+    log.message("init", fmt::format("weights from {} (a fresh optimizer at step 0)", cfg.train.init_from));
+  } else if (!r.restored && resume_in_sight) {
+    pm.init_weights_now();
+  }
   if (!r.restored) return;
   run.first_step = r.manifest.step + 1;
   run.feed_opt.start = r.manifest.data;

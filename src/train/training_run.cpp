@@ -18,6 +18,7 @@
 #include "ckpt/ckpt_fault.h"      // check_ckpt_fault_env
 #include "comm/placement.h"       // gather_rank_hosts, placement_report
 #include "comm/world.h"           // init_world
+#include "model/hf_import.h"      // hf_model_config (train.init_from)
 #include "obs/run_recorder.h"     // flush_active_recorder
 #include "train/launch_report.h"  // write_launch_report
 
@@ -72,6 +73,8 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   check_ckpt_fault_env();
   run.env = CommEnv::from_environment();
   CommEnv& env = run.env;
+  // train.init_from: the folder's config.json decides the model's architecture (named errors first).
+  if (!cfg.train.init_from.empty()) cfg.model = hf_model_config(cfg.train.init_from, cfg.model);
   cfg.resolve_layout(env.world_size);  // validates every value first, before any arithmetic on them
   // train.device = cuda: the build option, a device that opens (names the failing call), before anything starts.
   require_device(cfg.train.device);

@@ -22,6 +22,7 @@
 #include "common/test_util.h"
 #include "model/gpt.h"
 #include "model/hf_export.h"
+#include "model/hf_import.h"
 
 using ms::testing::expect_error;
 
@@ -121,6 +122,7 @@ TEST_F(HfExport, ImportRejectsDamagedOrMismatchedFilesByName) {
     edit(g);
     fs::create_directories(path(name));
     save_safetensors(path(name) + "/model.safetensors", g);
+    fs::copy_file(good + "/config.json", path(name) + "/config.json", fs::copy_options::overwrite_existing);
     return path(name);
   };
   const std::string bias = "transformer.h.0.ln_1.bias";
@@ -132,7 +134,7 @@ TEST_F(HfExport, ImportRejectsDamagedOrMismatchedFilesByName) {
     std::vector<int32_t> ints(g.tensors.at(bias).numel(), 1);
     g.tensors[bias] = st_i32(g.tensors.at(bias).shape, ints.data());
   });
-  expect_error([&] { import_hf(dst, d); }, {"tensor '" + bias + "' has dtype I32, expected F32"});
+  expect_error([&] { import_hf(dst, d); }, {"tensor '" + bias + "' has dtype I32, expected F32, F16 or BF16"});
 
   d = variant("transposed", [&](StFile& g) {  // nn.Linear layout instead of Conv1D's
     StTensor& t = g.tensors.at(attn);

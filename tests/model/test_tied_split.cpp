@@ -50,7 +50,7 @@ TEST(TiedEmbeddingSplit, HeadPartFirstAndTheRowsCompleteTheGradientBitForBit) {
     m.forward(in2.data(), tg2.data(), B, T, dloss);
     const auto [lo, hi] = m.token_embedding_range();
     ASSERT_EQ(lo, 0u);
-    ASSERT_EQ(hi, static_cast<size_t>(m.spec(kTokenEmbeddingName).numel()));
+    ASSERT_EQ(hi, static_cast<size_t>(m.spec(token_embedding_name(m.config())).numel()));
     std::vector<std::pair<size_t, size_t>> ranges;
     std::vector<float> head_part;
     m.set_grad_ready_hook([&](size_t a, size_t z) {

@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "model/gpt.h"
 #include "model/hf_export.h"
+#include "model/hf_import.h"
 #include "obs/record_reader.h"
 #include "parallel/tp_runs.h"
 

@@ -18,14 +18,13 @@
 namespace ms {
 namespace {
 
-constexpr float kEps = 1e-5f;
 constexpr int kRowChunk = 32;  // rows per partial sum of dweight/dbias (fixed: determinism)
 constexpr int kColBlock = 64;  // columns per task of the cross-chunk reduction
 
 
 
 MS_AI void fwd_rows(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                    const float* bias, int r0, int r1, int C) {
+                    const float* bias, int r0, int r1, int C, float eps) {
   for (int i = r0; i < r1; ++i) {
     const float* x = inp + (size_t)i * C;
     float* o = out + (size_t)i * C;
@@ -36,7 +35,7 @@ MS_AI void fwd_rows(float* out, float* mean, float* rstd, const float* inp, cons
     float v = 0.0f;
 #pragma omp simd reduction(+ : v)
     for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-    const float r = 1.0f / std::sqrt(v / C + kEps);
+    const float r = 1.0f / std::sqrt(v / C + eps);
 #pragma omp simd
     for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
     mean[i] = m;
@@ -89,12 +88,12 @@ MS_AI void reduce_cols(float* dweight, float* dbias, const float* parts, int nch
 }
 
 MS_TARGET_AVX512 void fwd_rows_avx512(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                      const float* bias, int r0, int r1, int C) {
-  fwd_rows(out, mean, rstd, inp, weight, bias, r0, r1, C);
+                                      const float* bias, int r0, int r1, int C, float eps) {
+  fwd_rows(out, mean, rstd, inp, weight, bias, r0, r1, C, eps);
 }
 void fwd_rows_generic(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                      const float* bias, int r0, int r1, int C) {
-  fwd_rows(out, mean, rstd, inp, weight, bias, r0, r1, C);
+                      const float* bias, int r0, int r1, int C, float eps) {
+  fwd_rows(out, mean, rstd, inp, weight, bias, r0, r1, C, eps);
 }
 MS_TARGET_AVX512 void bwd_rows_avx512(float* dinp, float* dw_part, float* db_part, const float* dout,
                                       const float* inp, const float* weight, const float* mean,
@@ -116,7 +115,7 @@ void reduce_cols_generic(float* dweight, float* dbias, const float* parts, int n
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C) {
+                       const float* bias, int N, int C, float eps) {
   KernelTimeScope timed(KernelId::kLayerNormForward);
   MS_CHECK(N >= 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
   const bool avx = use_avx512();
@@ -124,8 +123,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 #pragma omp parallel for schedule(static)
   for (int k = 0; k < nchunks; ++k) {
     const int r0 = k * kRowChunk, r1 = std::min(N, r0 + kRowChunk);
-    if (avx) fwd_rows_avx512(out, mean, rstd, inp, weight, bias, r0, r1, C);
-    else fwd_rows_generic(out, mean, rstd, inp, weight, bias, r0, r1, C);
+    if (avx) fwd_rows_avx512(out, mean, rstd, inp, weight, bias, r0, r1, C, eps);
+    else fwd_rows_generic(out, mean, rstd, inp, weight, bias, r0, r1, C, eps);
   }
 }
 

@@ -72,7 +72,7 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
   }
   // The tied embedding split (zero_dp.h): [0, tied_hi_) is the token embedding; the buckets wholly
   // inside it are the last ones (tied_first_..nb-1); this rank's owned runs of it, for the rows.
-  split_tied_ = model_.has_embedding() && model_.has_head() && model_.device() == Device::kCpu;
+  split_tied_ = model_.has_embedding() && model_.has_head() && model_.tied_embedding() && model_.device() == Device::kCpu;
   if (split_tied_) {
     MS_CHECK(model_.token_embedding_range().first == 0, "ZeRO-2: the token embedding does not start the buffer");
     MS_CHECK(model_.config().vocab_size < (1 << 24), "ZeRO-2: vocabulary of {} ids: an id no longer fits a float "
