@@ -192,8 +192,10 @@ int main(int argc, char** argv) {
     ms::Config cfg;
     if (!targs.config_path.empty()) ms::load_toml(cfg, targs.config_path);
     CLI::App* train = app.get_subcommand("train");
+    std::vector<std::pair<std::string, std::string>> overrides;
     for (size_t i = 0; i < fields.size(); i++)
-      if (train->count("--" + fields[i].key) > 0) ms::set_field(cfg, fields[i].key, targs.values[i], "command line");
+      if (train->count("--" + fields[i].key) > 0) overrides.emplace_back(fields[i].key, targs.values[i]);
+    ms::apply_overrides(cfg, overrides, "command line");
     float loss = ms::run_training(cfg);  // validates the config before anything else
     fmt::print("final loss {:.4f}\n", loss);
     return 0;

@@ -80,19 +80,22 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
 }
 
 // `--section.key=value` / `--section.key value` overrides after a positional config.
-void apply_overrides(Config& cfg, const std::vector<std::string>& extras) {
+void apply_command_line(Config& cfg, const std::vector<std::string>& extras) {
+  std::vector<std::pair<std::string, std::string>> kv;
   for (size_t i = 0; i < extras.size(); i++) {
     const std::string& x = extras[i];
     MS_CHECK(x.rfind("--", 0) == 0 && x.find('.') != std::string::npos,
              "plan: unexpected argument '{}' (overrides are --section.key=value)", x);
     const size_t eq = x.find('=');
     if (eq != std::string::npos) {
-      set_field(cfg, x.substr(2, eq - 2), x.substr(eq + 1), "command line");
+      kv.emplace_back(x.substr(2, eq - 2), x.substr(eq + 1));
     } else {
       MS_CHECK(i + 1 < extras.size(), "plan: override {} has no value", x);
-      set_field(cfg, x.substr(2), extras[++i], "command line");
+      kv.emplace_back(x.substr(2), extras[i + 1]);
+      i++;
     }
   }
+  apply_overrides(cfg, kv, "command line");
 }
 
 // A training config's layout and features as the flags would give them (flags given win).
@@ -227,7 +230,7 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   Config cfg;
   load_toml(cfg, a.config.empty() ? a.model : a.config);
   if (!a.config.empty()) {
-    apply_overrides(cfg, cmd.remaining());
+    apply_command_line(cfg, cmd.remaining());
     layout_from_config(a, cfg, cmd);
   } else {
     MS_CHECK(cmd.remaining().empty(), "plan: unexpected arguments (overrides need a positional config): {}",

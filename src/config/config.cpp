@@ -145,7 +145,16 @@ void set_field(Config& c, const std::string& key, const std::string& value, cons
     if (key == k) { parse_text(value, v, where, key); found = true; }
   });
   MS_CHECK(found, "{}: unknown config key '{}' (see `megascale train --help`)", where, key);
-  if (key == kPresetKey) c.model.apply_preset();
+}
+
+void apply_overrides(Config& c, const std::vector<std::pair<std::string, std::string>>& kv, const std::string& where) {
+  for (const auto& [k, v] : kv)
+    if (k == kPresetKey) {
+      set_field(c, k, v, where);
+      c.model.apply_preset();
+    }
+  for (const auto& [k, v] : kv)
+    if (k != kPresetKey) set_field(c, k, v, where);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 // before any work starts.
 #pragma once
 #include <string>
+#include <utility>  // std::pair
 #include <vector>
 
 #include "config/checkpoint_config.h"  // CheckpointConfig, SaveFailurePolicy
@@ -51,8 +52,13 @@ struct FieldInfo {
 };
 std::vector<FieldInfo> list_fields(const Config& c);
 
-// Sets one field from text ("--model.n_layer=4" style); errors name `where` and the key.
+// Sets one field from text ("--model.n_layer=4" style); errors name `where` and the key. A field
+// alone: model.preset sets itself, not the family fields (apply_overrides does that).
 void set_field(Config& c, const std::string& key, const std::string& value, const std::string& where);
+// One source's overrides (the command line): model.preset first, with its family defaults
+// (ModelConfig::apply_preset), then every other key in order, so explicit keys override the preset.
+void apply_overrides(Config& c, const std::vector<std::pair<std::string, std::string>>& key_values,
+                     const std::string& where);
 
 // Loads a TOML file over `c` (sections [model], [optim], [data], [train]); unknown keys and wrong
 // types are errors naming the file and key.

@@ -362,14 +362,14 @@ void import_hf(GPT& model, const std::string& dir) {
   HfWeights w(dir, cfg);  // names, shapes and dtypes against this model first
   const std::string diff = model_difference(hf_model_config(dir, cfg), cfg);
   MS_CHECK(diff.empty(), "{}/config.json describes another model than this one: {}", dir, diff);
+  // Every tensor read and checked (finite) into host memory first: a failure writes nothing.
   const ModelShard& shard = model.shard();
-  std::vector<float> host(model.device() == Device::kCpu ? 0 : model.num_params());
-  float* P = model.device() == Device::kCpu ? model.params() : host.data();  // a GPU model: through host memory
+  std::vector<float> host(model.num_params());
   for (const ParamSpec& s : model.param_specs()) {
     const std::vector<float> full = w.read(s);
-    slice_param(s, shard.parts, shard.index, full.data(), P + s.offset);
+    slice_param(s, shard.parts, shard.index, full.data(), host.data() + s.offset);
   }
-  if (model.device() != Device::kCpu) model.load_params(host.data());  // (params() marked the bf16 copy stale)
+  model.load_params(host.data());
 }
 
 }  // namespace ms

@@ -7,6 +7,7 @@
 #include "model/param_layout.h"          // build_param_layout
 #include "parallel/pp/pipeline_stage.h"  // activation_slots_needed
 #include "parallel/pp/pp_schedule.h"
+#include "plan/runnable.h"               // recompute_kind
 
 namespace ms::plan {
 
@@ -28,7 +29,11 @@ MemoryEstimate host_memory(const ModelConfig& m, const PlanLayout& l, const Clus
       ModelShard shard;
       shard.parts = l.tp, shard.seq_sharded = l.sequence_parallel && l.tp > 1;
       shard.layer_begin = g * per, shard.layer_end = (g + 1) * per;
-      const GPT::Footprint f = GPT::planned_footprint(m, l.micro_batch, l.seq, l.precision, shard, slots[v]);
+      // The trainer's own rule for what it keeps (recomputation included: gpt_activations.h).
+      ModelConfig mr = m;
+      mr.recompute = recompute_kind(l.recompute);
+      if (mr.full_recompute()) mr.recompute_every = 1;
+      const GPT::Footprint f = GPT::planned_footprint(mr, l.micro_batch, l.seq, l.precision, shard, slots[v]);
       const double P = static_cast<double>(f.params);
       e.params += 4 * P + (bf16 ? 2 * P : 0);
       e.grads += 4.0 * f.grads;

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "base/check.h"
+#include "plan/runnable.h"  // trainer_refusal
 
 namespace ms::plan {
 
@@ -49,6 +50,10 @@ SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const Cl
             PlanLayout l = s.fixed;
             l.tp = t, l.pp = p, l.dp = d, l.virtual_stages = v, l.micro_batch = b, l.recompute = rc;
             l.schedule = v > 1 ? PipelineScheduleKind::kInterleaved : PipelineScheduleKind::k1F1B;
+            if (!trainer_refusal(m, l).empty()) {  // only what `megascale train` runs
+              r.refused++;
+              continue;
+            }
             r.candidates++;
             const MemoryEstimate mem = estimate_memory(shape, memory_layout_of(l), c);
             if (!mem.fits) {
@@ -67,8 +72,9 @@ SearchResult search_layouts(const ModelConfig& m, const SearchSpace& s, const Cl
       }
     }
   }
-  MS_CHECK(r.candidates > 0, "plan: no layout of {} devices splits this model and batch {} (heads {}, layers {})",
-           s.gpus, s.fixed.global_batch, m.n_head, m.n_layer);
+  MS_CHECK(r.candidates > 0, "plan: no layout of {} devices splits this model and batch {} that the trainer runs "
+           "(heads {}, key/value heads {}, layers {}; {} layouts refused by its validation)", s.gpus,
+           s.fixed.global_batch, m.n_head, m.kv_heads(), m.n_layer, r.refused);
   MS_CHECK(r.fitting > 0, "plan: none of the {} layouts fits in {} GiB; the smallest needs {:.1f} GiB, most of it {}",
            r.candidates, c.device.memory_gib, smallest / (1024.0 * 1024.0 * 1024.0), smallest_term);
   return r;

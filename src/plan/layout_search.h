@@ -1,5 +1,6 @@
 // layout_search: the best layouts for a model, a batch and a device count (planner.md §4.6). It
-// enumerates what the trainer could run — t dividing the heads (so also 4h) and at most a node's
+// enumerates what the trainer runs — every candidate passes the trainer's own validation
+// (runnable.h: key/value heads, MLP width, vocabulary, sequence...) — t dividing the heads and at most a node's
 // devices; p dividing the layers; v dividing the layers per stage (interleaved, m a multiple of p,
 // when v > 1); d = devices / (t p); micro-batch b with the global batch a multiple of d b;
 // recomputation none < selective < full — keeping the fields the caller fixed (> 0 / set in
@@ -24,6 +25,7 @@ struct SearchSpace {
 struct SearchResult {
   std::vector<std::pair<PlanLayout, StepPrediction>> best;  // fastest first, at most `top`
   int candidates = 0, fitting = 0;
+  int refused = 0;  // enumerated layouts the trainer's validation refuses (runnable.h), never proposed
 };
 
 // Throws when nothing fits (naming the largest term of the smallest candidate) or nothing is valid.

@@ -3,10 +3,13 @@
 
 
 #include <fmt/format.h>  // fmt::format
+#include <nlohmann/json.hpp>  // the export's config.json
 
 #include "base/check.h"         // MS_CHECK
 #include "ckpt/ckpt_comm.h"     // any_rank
-#include "data/tokenizer.h"     // Gpt2Tokenizer
+#include "data/prepare.h"       // read_prepared_tokenizer, load_prepared_tokenizer
+#include "data/tokenizer.h"     // Tokenizer, Gpt2Tokenizer
+#include "train/training_run.h" // data_meta_path
 #include "model/hf_export.h"    // export_hf
 #include "train/evaluation.h"   // eval_loss
 #include "train/run_loop.h"     // report_saves
@@ -38,13 +41,17 @@ void log_sample(TrainingRun& run, const std::vector<float>& whole, const std::st
   const int T = cfg.train.seq_len;
   const bool tp_collective = cfg.parallel.tp > 1 && cfg.parallel.pp == 1;
   const bool first_replica = !run.grid || run.grid->coord().dp == 0;
-  Gpt2Tokenizer tok = Gpt2Tokenizer::load_dir(tokenizer_dir);
-  // A model whose vocabulary lacks <|endoftext|> (every sample's prompt) cannot be sampled: said, not failed.
-  if (tok.eot() >= cfg.model.vocab_size) {
+  // The tokenizer the data was prepared with (its meta.json), else GPT-2's tables.
+  const std::optional<PreparedTokenizer> prepared = read_prepared_tokenizer(data_meta_path(cfg.data.train));
+  std::unique_ptr<Tokenizer> owned = prepared ? load_prepared_tokenizer(*prepared, tokenizer_dir)
+                                              : std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load_dir(tokenizer_dir));
+  const Tokenizer& tok = *owned;
+  // A model whose vocabulary lacks the separator (every sample's prompt) cannot be sampled: said, not failed.
+  if (tok.document_separator() >= cfg.model.vocab_size) {
     if (run.rank == 0)
-      run.log->message("sample", fmt::format("sample skipped: the model's vocabulary ({} ids) does not hold "
-                                              "<|endoftext|> ({}), the prompt of every sample", cfg.model.vocab_size,
-                                              tok.eot()));
+      run.log->message("sample", fmt::format("sample skipped: the model's vocabulary ({} ids) does not hold the "
+                                              "document separator ({}), the prompt of every sample",
+                                              cfg.model.vocab_size, tok.document_separator()));
     return;
   }
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
@@ -97,7 +104,8 @@ float finish_run(TrainingRun& run, const LoopEnd& end, const std::string& tokeni
   if (run.rank == 0) {
     if (split) export_hf(cfg.model, whole.data(), model_dir);
     else export_hf(run.trainer->model(), model_dir);
-    log.message("export", fmt::format("saved {} (Hugging Face GPT-2 safetensors + config.json)", model_dir));
+    log.message("export", fmt::format("saved {} (Hugging Face {} safetensors + config.json)", model_dir,
+                                      hf_config_json(cfg.model)["architectures"][0].get<std::string>()));
   }
   if (cfg.train.sample_tokens > 0) log_sample(run, whole, tokenizer_dir);
   return last;

@@ -88,12 +88,18 @@ void measure_peaks_and_log_start(TrainingRun& run) {
   }
   const double job_ranks = static_cast<double>(run.dp) * cfg.parallel.tp * cfg.parallel.pp;
   run.flops_per_token = model_flops_per_token(cfg.model, T);
+  const ModelConfig& m = cfg.model;
+  const std::string family = fmt::format(
+      "{}, {}, {}(F={}), bias={}, {} head{}", config_name(m.norm), m.rope() ? "rope" : "learned positions",
+      config_name(m.mlp), m.ffn(), config_name(m.bias), m.tie_embeddings ? "tied" : "untied",
+      m.recompute == RecomputeKind::kNone ? "" : fmt::format(", recompute={}{}", config_name(m.recompute),
+                                                             m.full_recompute() ? fmt::format("(every {})", m.recompute_every) : ""));
   log.message("start", fmt::format(
-      "megascale: {} parameters (L={} C={} NH={} V={} Vp={}), block={}, attention={}{}, optimizer={}, "
+      "megascale: {} parameters (L={} C={} NH={} NKV={} V={} Vp={}; {}), block={}, attention={}{}, optimizer={}, "
       "B={} T={} grad_accum={} dp={} -> {} tokens/step, {} threads, precision={}",
-      model.num_params(), cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.vocab_size,
-      cfg.model.padded_vocab(), config_name(cfg.model.block), config_name(cfg.model.attention),
-      cfg.model.attention == AttentionKind::kSliding ? fmt::format("(W={}, full_every={})", cfg.model.window, cfg.model.full_every) : "",
+      model.num_params(), m.n_layer, m.n_embd, m.n_head, m.kv_heads(), m.vocab_size, m.padded_vocab(), family,
+      config_name(m.block), config_name(m.attention),
+      m.attention == AttentionKind::kSliding ? fmt::format("(W={}, full_every={})", m.window, m.full_every) : "",
       config_name(cfg.optim.name), B, T, cfg.train.grad_accum, run.dp, B * T * cfg.train.grad_accum * run.dp,
       run.threads, dtype_name(cfg.train.precision)));
   const uint64_t val_samples = run.val ? run.val->num_samples() : 0;

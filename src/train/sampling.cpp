@@ -10,12 +10,12 @@
 #include "base/check.h"       // MS_CHECK
 #include "base/rng.h"         // Rng
 #include "comm/communicator.h"  // Communicator
-#include "data/tokenizer.h"   // Gpt2Tokenizer
+#include "data/tokenizer.h"   // Tokenizer
 #include "model/gpt.h"        // GPT
 
 namespace ms {
 
-std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens, uint64_t seed, Communicator* tp) {
+std::string sample_text(GPT& model, const Tokenizer& tok, int T, int ntokens, uint64_t seed, Communicator* tp) {
   const int V = model.config().vocab_size, Vp = model.config().padded_vocab(), Vl = model.local_vocab();
   const bool split = model.shard().parts > 1;
   MS_CHECK(!split || (tp && tp->size() == model.shard().parts && tp->rank() == model.shard().index),
@@ -27,14 +27,14 @@ std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens
   // (causal attention: the padding does not change the logits of the rows before it).
   const int parts = model.shard().seq_sharded ? model.shard().parts : 1;
   Rng rng(seed, /*stream=*/0x5a4d);
-  std::vector<int> ctx = {tok.eot()}, out;
+  std::vector<int> ctx = {tok.document_separator()}, out;
   std::vector<std::pair<float, int>> cand(V);
   for (int i = 0; i < ntokens; i++) {
     int start = std::max(0, static_cast<int>(ctx.size()) - T);
     int len = static_cast<int>(ctx.size()) - start;
     const int run = (len + parts - 1) / parts * parts;
     window.assign(ctx.begin() + start, ctx.end());
-    window.resize(run, tok.eot());
+    window.resize(run, tok.document_separator());
     model.forward(window.data(), nullptr, 1, run);
     model.copy_logits_to_host(len - 1, 1, last.data());  // host memory on any device
     const float* logits = last.data();
@@ -52,7 +52,7 @@ std::string sample_text(GPT& model, const Gpt2Tokenizer& tok, int T, int ntokens
       acc += std::exp(cand[k].first - cand[0].first);
       if (u < acc) { next = cand[k].second; break; }
     }
-    if (next == tok.eot()) break;
+    if (next == tok.document_separator()) break;
     ctx.push_back(next);
     out.push_back(next);
   }

@@ -14,10 +14,12 @@
 #include <thread>
 
 #include "base/atomic_file.h"     // write_text_atomic
+#include "base/check.h"           // MS_CHECK
 #include "base/device.h"          // require_device
 #include "ckpt/ckpt_fault.h"      // check_ckpt_fault_env
 #include "comm/placement.h"       // gather_rank_hosts, placement_report
 #include "comm/world.h"           // init_world
+#include "data/prepare.h"         // read_prepared_tokenizer
 #include "model/hf_import.h"      // hf_model_config (train.init_from)
 #include "obs/run_recorder.h"     // flush_active_recorder
 #include "train/launch_report.h"  // write_launch_report
@@ -126,10 +128,23 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   }
 }
 
+std::string data_meta_path(const std::string& train) {
+  namespace fs = std::filesystem;
+  const fs::path p(train);
+  return ((fs::is_directory(p) ? p : p.parent_path()) / "meta.json").string();
+}
+
 void open_data(TrainingRun& run) {
   namespace fs = std::filesystem;
   const Config& cfg = run.cfg;
   const CommEnv& env = run.env;
+  // The tokenizer the shards were prepared with must fit the model's vocabulary (an imported model
+  // trains on text in its own vocabulary: prepare --tokenizer).
+  if (const auto tok = read_prepared_tokenizer(data_meta_path(cfg.data.train)))
+    MS_CHECK(tok->vocab_size <= cfg.model.vocab_size, "{}: the data was prepared with a tokenizer of {} ids ({}), "
+             "more than model.vocab_size={}: prepare it with the model's tokenizer (prepare --tokenizer "
+             "FOLDER/tokenizer.json) or set model.vocab_size", data_meta_path(cfg.data.train), tok->vocab_size,
+             tok->location, cfg.model.vocab_size);
   const int B = cfg.train.batch_size, T = cfg.train.seq_len;
   // One loader per machine (local rank 0 validates the shards and prepares every micro-batch into
   // shared memory); the ranks that use tokens (pipeline stages with the first or the last chunk)

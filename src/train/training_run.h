@@ -84,5 +84,8 @@ int stop_signal();
 
 void start_world(TrainingRun& run, const Config& cfg);
 void open_data(TrainingRun& run);
+// The meta.json `prepare` writes beside the shards of data.train (a folder, a shard or a glob of
+// shards: the folder that holds them).
+std::string data_meta_path(const std::string& train);
 
 }  // namespace ms

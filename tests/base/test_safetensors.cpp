@@ -80,7 +80,7 @@ TEST_F(Safetensors, HostileHeadersAreRefusedNamingTheTensor) {
   refused(file("entry_type", R"({"a":[1,2]})", 0), {"'a'", "not an object"});
   refused(file("not_object", R"([1,2,3])", 0), {"not a JSON object"});
   refused(file("meta_type", R"({"__metadata__":{"k":1}})", 0), {"metadata 'k'"});
-  refused(file("bf16", R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", 4), {"'a'", "unsupported dtype"});
+  refused(file("u8", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", 4), {"'a'", "unsupported dtype"});
 }
 
 }  // namespace

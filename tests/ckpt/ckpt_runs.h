@@ -20,7 +20,7 @@ namespace ms::testing {
 
 class CkptRuns : public LayoutRuns {
  public:
-  explicit CkptRuns(const std::string& tag) : LayoutRuns(tag, pp_config()) {}
+  explicit CkptRuns(const std::string& tag, const std::string& config = pp_config()) : LayoutRuns(tag, config) {}
 
   // `prefix train cfg --train.out_dir=dir/name extra`, any exit code.
   CmdResult run(const std::string& prefix, const std::string& name, const std::string& extra) const {
@@ -71,10 +71,10 @@ class CkptRuns : public LayoutRuns {
 // A run stopped after step 3 (saves every 2 steps) and resumed reproduces the uninterrupted run's
 // losses and final weights bit for bit, and so does a resume from step 2's save, whose stage-1 copy
 // ran beside step 3. prefix: how the binary runs (alone, launch, mpirun); layout: its flags;
-// fault: MEGASCALE_FAULT for the interrupted run ("" = none).
+// fault: MEGASCALE_FAULT for the interrupted run ("" = none); config: the model and run trained.
 inline void exact_resume(const std::string& prefix, const std::string& layout, const std::string& precision,
-                         const std::string& fault = "") {
-  CkptRuns runs("ckpt_exact");
+                         const std::string& fault = "", const std::string& config = pp_config()) {
+  CkptRuns runs("ckpt_exact", config);
   const std::string extra = layout + " --train.precision=" + precision;
   runs.train(prefix, "whole", extra);
   // Step 2's save is copied beside step 3's forward and backward (stage 1 overlapped); step 3's

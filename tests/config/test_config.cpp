@@ -154,3 +154,44 @@ TEST(ConfigBounds, OverflowingIntegersAreNamed) {
   big.model.n_embd = 16384, big.model.n_head = 16, big.model.max_seq_len = 1 << 20, big.train.seq_len = 8;
   ms::testing::expect_error([&] { big.validate(); }, {"the embeddings are too large", "model.max_seq_len=1048576"});
 }
+
+// model.preset applies its family's defaults before the other keys of the same source, so explicit
+// keys win wherever they stand (TOML tables iterate alphabetically; the command line in order).
+TEST(ConfigPreset, PresetFirstThenExplicitKeysOfTheSameSource) {
+  Config c;
+  load_toml_text(c, "[model]\nnorm = \"layernorm\"\npreset = \"llama\"\n", "inline");
+  EXPECT_EQ(c.model.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(c.model.positions, PositionKind::kRope);
+  EXPECT_EQ(c.model.mlp, MlpKind::kSwiglu);
+  EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_EQ(c.model.bias, BiasKind::kNone);
+  Config d;
+  apply_overrides(d, {{"model.bias", "qkv"}, {"model.preset", "llama"}}, "command line");
+  EXPECT_EQ(d.model.bias, BiasKind::kQkv);
+  EXPECT_EQ(d.model.norm, NormKind::kRmsNorm);
+  // A later source's preset resets the family; gpt2 is today's defaults.
+  apply_overrides(d, {{"model.preset", "gpt2"}}, "command line");
+  const ModelConfig fresh;
+  EXPECT_EQ(d.model.norm, fresh.norm);
+  EXPECT_EQ(d.model.bias, fresh.bias);
+  EXPECT_EQ(d.model.tie_embeddings, fresh.tie_embeddings);
+}
+
+TEST(ConfigPreset, FamilyValuesAreValidatedByName) {
+  auto expect_invalid = [](const std::string& toml, const std::string& needle) {
+    Config c;
+    c.data.train = "x";
+    load_toml_text(c, toml, "inline");
+    ms::testing::expect_error([&] { c.validate(); }, {needle});
+  };
+  expect_invalid("[model]\nn_head = 6\nn_kv_head = 4\n", "model.n_kv_head=4 must divide model.n_head=6");
+  expect_invalid("[model]\npositions = \"rope\"\nn_embd = 30\nn_head = 2\n", "needs an even head size");
+  expect_invalid("[model]\nrecompute = \"full\"\nrecompute_every = 7\nn_layer = 6\n", "model.recompute_every=7");
+  expect_invalid("[model]\nnorm_eps = 0.0\n", "model.norm_eps=0");
+  expect_invalid("[model]\nrope_theta = 1.0\n", "model.rope_theta=1");
+  expect_invalid("[model]\nn_kv_head = 3\nn_head = 6\n[parallel]\ntp = 2\n", "does not divide the key/value heads");
+  expect_invalid("[model]\nffn_hidden = 100\nn_head = 6\n[parallel]\ntp = 3\n", "does not divide the MLP width 100");
+  Config c;
+  ms::testing::expect_error([&] { load_toml_text(c, "[model]\nmlp = \"relu\"\n", "inline"); },
+                            {"model.mlp='relu' must be 'gelu' or 'swiglu'"});
+}

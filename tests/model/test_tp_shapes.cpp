@@ -121,3 +121,28 @@ TEST(TpShapes, PlannedFootprintIsWhatTheModelAllocates) {
               << shard.layer_end << " slots " << slots;
         }
 }
+
+// Recomputation's savings by hand (fp32, one part, sequential LayerNorm block, GeLU MLP; L layers,
+// s slots, N = n rows): a block keeps ln1 (NC), its mean and rstd (2N), qkv (3NC), atty (NC), lse
+// (N NH), res_att (NC), ln2 (NC) and its stats (2N), fch and its GeLU (2 N 4C) and out (NC).
+// Selective shares atty and lse among all s L blocks; full keeps one output per group of k blocks
+// per slot and one group's blocks as a workspace (its last block writing the kept output).
+TEST(TpShapes, RecomputationSavesWhatTheClosedFormSays) {
+  ModelConfig m = small(BlockKind::kSequential);
+  m.n_layer = 6;
+  const size_t B = 2, T = 16, N = B * T, C = m.n_embd, NH = m.n_head, L = m.n_layer, s = 3, k = 2;
+  const size_t block = N * C + 2 * N + 3 * N * C + N * C + N * NH + N * C + N * C + 2 * N + 2 * N * 4 * C + N * C;
+  auto acts = [&](RecomputeKind r, int every) {
+    ModelConfig c = m;
+    c.recompute = r, c.recompute_every = every;
+    const GPT::Footprint f = GPT(c, B, T, DType::kF32, ModelShard{}, s).footprint();
+    EXPECT_EQ(f.activations, GPT::planned_footprint(c, B, T, DType::kF32, ModelShard{}, s).activations);
+    return static_cast<double>(f.activations);
+  };
+  const double none = acts(RecomputeKind::kNone, 1);
+  EXPECT_EQ(none - acts(RecomputeKind::kSelective, 1), static_cast<double>((s * L - 1) * (N * C + N * NH)));
+  const size_t groups = L / k;
+  EXPECT_EQ(none - acts(RecomputeKind::kFull, k),
+            static_cast<double>(s * L * block - s * groups * N * C - (k * block - N * C)));
+  EXPECT_EQ(none - acts(RecomputeKind::kFull, 1), static_cast<double>(s * L * block - s * L * N * C - (block - N * C)));
+}

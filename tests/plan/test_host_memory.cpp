@@ -12,6 +12,7 @@
 #include "model/gpt.h"
 #include "plan/cluster_desc.h"
 #include "plan/host_memory.h"
+#include "plan/runnable.h"  // recompute_kind
 
 namespace {
 
@@ -49,4 +50,26 @@ TEST(HostMemory, ZeroTwoShardsTheOptimizerAndTheSnapshot) {
   EXPECT_NEAR(e.params + e.grads + e.activations, 8 * P + 4.0 * f.activations, 1.0);
 }
 
+}  // namespace
+
+namespace {
+// Recomputation: the plan's activations are what a GPT built with that model.recompute allocates
+// (one rule, model/gpt_activations.h), and they fall none > selective > full.
+TEST(HostMemory, RecomputationFollowsTheTrainersOwnRule) {
+  const ClusterDesc c = parse_cluster_toml(ms::testing::host_toml(100, 50, 10, 1, 100), "host");
+  const ms::ModelConfig m = small_model();
+  double prev = 0;
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    PlanLayout l;
+    l.seq = 128, l.micro_batch = 2, l.global_batch = 2, l.precision = ms::DType::kF32, l.recompute = r;
+    ms::ModelConfig built = m;
+    built.recompute = recompute_kind(r);
+    const ms::GPT::Footprint f = ms::GPT(built, 2, 128).footprint();
+    EXPECT_DOUBLE_EQ(host_memory(m, l, c).activations, 4.0 * f.activations) << static_cast<int>(r);
+    if (prev > 0) {
+      EXPECT_LT(4.0 * f.activations, prev) << static_cast<int>(r);
+    }
+    prev = 4.0 * f.activations;
+  }
+}
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "common/test_util.h"
 #include "plan/layout_search.h"
+#include "plan/runnable.h"
 
 using namespace ms;
 using namespace ms::plan;
@@ -71,3 +72,32 @@ TEST(LayoutSearch, NothingFittingIsNamed) {
 }
 
 }  // namespace
+
+// Only layouts the trainer runs: a Llama-style model with 2 key/value heads cannot be split over
+// more than 2 tensor-parallel ranks (the trainer's validation refuses it by name), so the search
+// counts those layouts as refused and proposes none of them; each proposal passes the trainer's own
+// Config::validate and carries the overrides that run it.
+TEST(LayoutSearch, ProposesOnlyWhatTheTrainerRuns) {
+  ModelConfig m;
+  m.preset = ModelPreset::kLlama;
+  m.apply_preset();
+  m.n_layer = 32, m.n_embd = 4096, m.n_head = 32, m.n_kv_head = 2, m.ffn_hidden = 14336, m.vocab_size = 32000;
+  m.max_seq_len = 4096;
+  PlanLayout f = features();
+  f.seq = 4096, f.global_batch = 256, f.lamb = false;
+  SearchSpace s;
+  s.gpus = 64, s.fixed = f, s.micro_batches = {1, 2};
+  const SearchResult r = search_layouts(m, s, builtin_cluster("a100-80g"), PlanConstants{}, 5);
+  EXPECT_GT(r.refused, 0) << "tp = 4 and 8 split 2 key/value heads";
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& [l, pred] : r.best) {
+    EXPECT_LE(l.tp, 2);
+    EXPECT_EQ(trainer_refusal(m, l), "");
+    const std::string o = trainer_overrides(l);
+    EXPECT_NE(o.find("--parallel.tp=" + std::to_string(l.tp)), std::string::npos) << o;
+    EXPECT_NE(o.find("--model.recompute="), std::string::npos) << o;
+  }
+  PlanLayout bad = r.best.front().first;
+  bad.tp = 4, bad.dp = r.best.front().first.dp * r.best.front().first.tp / 4;
+  EXPECT_NE(trainer_refusal(m, bad).find("does not divide the key/value heads"), std::string::npos);
+}

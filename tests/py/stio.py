@@ -60,3 +60,18 @@ def save(path, tensors, bf16=False):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def load_folder(model_dir):
+    """Every tensor of a Hugging Face folder (model.safetensors, or the files of a sharded
+    model.safetensors.index.json) as float32 numpy arrays (F16 and BF16 are exact in float32)."""
+    import os
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(single):
+        raw = load(single)
+    else:
+        index = json.load(open(os.path.join(model_dir, "model.safetensors.index.json")))
+        raw = {}
+        for f in sorted(set(index["weight_map"].values())):
+            raw.update(load(os.path.join(model_dir, f)))
+    return {k: np.asarray(v, dtype=np.float32) for k, v in raw.items()}

@@ -6,6 +6,8 @@ Conv1D (in, out) weight layout, tied LM head), runs it in float64 with autograd,
   logits (B,T,V), loss [1], grad.<hf name> for every parameter (HF layout) for batch 0,
   and losses [S]: the losses of S AdamW steps (torch.optim.AdamW + clip_grad_norm_) over batches 0..S-1.
 Usage: torch_gpt.py MODEL_DIR BATCH.safetensors HYPER.json OUT.safetensors
+       torch_gpt.py --loss MODEL_DIR BATCH.safetensors OUT.safetensors
+         (the loss of batch 0 and every tensor as loaded, w.<name>, F32)
 """
 import json
 import math
@@ -92,9 +94,25 @@ class GPT(torch.nn.Module):
         return x @ self.w("transformer.wte.weight").t()
 
 
+def loss_only(model_dir, batch_path, out_path):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    weights = stio.load_folder(model_dir)
+    batch = stio.load(batch_path)
+    model = GPT(cfg, weights)
+    logits = model(torch.tensor(batch["inputs"][0], dtype=torch.long))
+    V = cfg["vocab_size"]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.tensor(batch["targets"][0]).long().reshape(-1))
+    out = {"loss": np.array([loss.item()])}
+    out.update({"w." + k: v for k, v in weights.items()})
+    stio.save(out_path, out)
+
+
 def main():
-    model_dir, batch_path, hyper_path, out_path = sys.argv[1:5]
     torch.set_num_threads(1)
+    if sys.argv[1] == "--loss":
+        loss_only(*sys.argv[2:5])
+        return
+    model_dir, batch_path, hyper_path, out_path = sys.argv[1:5]
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
     weights = stio.load(os.path.join(model_dir, "model.safetensors"))
     hyper = json.load(open(hyper_path))

@@ -36,19 +36,6 @@ import stio  # noqa: E402
 torch.set_default_dtype(torch.float64)
 
 
-def load_folder(model_dir):
-    """All tensors of a folder, single file or sharded index, as float32 numpy arrays."""
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    single = os.path.join(model_dir, "model.safetensors")
-    if os.path.exists(single):
-        raw = stio.load(single)
-    else:
-        raw = {}
-        for f in sorted(set(json.load(open(index))["weight_map"].values())):
-            raw.update(stio.load(os.path.join(model_dir, f)))
-    return {k: np.asarray(v, dtype=np.float32) for k, v in raw.items()}
-
-
 class Llama(torch.nn.Module):
     def __init__(self, cfg, weights):
         super().__init__()
@@ -167,7 +154,7 @@ def main():
     torch.set_num_threads(1)
     model_dir = sys.argv[2]
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
-    weights = load_folder(model_dir)
+    weights = stio.load_folder(model_dir)
     batch = stio.load(sys.argv[3])
     inputs = torch.tensor(batch["inputs"], dtype=torch.long)    # (S, B, T)
     targets = torch.tensor(batch["targets"], dtype=torch.long)  # (S, B, T)
