@@ -214,8 +214,10 @@ int run_train(const Args& args) {
   const int warmup = args.warmup, steps = args.steps;
   json out;
   try {
+    std::vector<std::pair<std::string, std::string>> overrides;  // model.preset first (apply_overrides)
     for (size_t i = 0; i < args.fields.size(); i++)
-      if (args.given[i]) ms::set_field(cfg, args.fields[i].key, args.values[i], "command line");
+      if (args.given[i]) overrides.emplace_back(args.fields[i].key, args.values[i]);
+    ms::apply_overrides(cfg, overrides, "command line");
     MS_CHECK(steps >= 1 && warmup >= 0, "bench.steps must be >= 1 and bench.warmup >= 0");
     cfg.train.steps = warmup + steps;
     cfg.validate();
@@ -279,6 +281,12 @@ int run_train(const Args& args) {
   out["n_embd"] = cfg.model.n_embd;
   out["vocab_size"] = V;
   out["block"] = ms::config_name(cfg.model.block);
+  out["family"] = {{"norm", ms::config_name(cfg.model.norm)}, {"positions", ms::config_name(cfg.model.positions)},
+                   {"mlp", ms::config_name(cfg.model.mlp)}, {"n_head", cfg.model.n_head},
+                   {"n_kv_head", cfg.model.kv_heads()}, {"ffn", cfg.model.ffn()},
+                   {"tie_embeddings", cfg.model.tie_embeddings}, {"bias", ms::config_name(cfg.model.bias)}};
+  out["recompute"] = ms::config_name(cfg.model.recompute);
+  out["recompute_every"] = cfg.model.recompute_every;
   out["attention"] = ms::config_name(cfg.model.attention);
   out["window"] = cfg.model.attention == ms::AttentionKind::kSliding ? cfg.model.window : 0;
   out["params"] = trainer.model().num_params();
@@ -297,6 +305,10 @@ int run_train(const Args& args) {
   out["gemm_share_median"] = median(gemm_share);  // fp32 and bf16 GEMMs
   out["non_gemm_share_median"] = 1.0 - median(gemm_share);
   out["peak_rss_mb"] = peak_rss_mb();
+  // The memory accounting's view of the same model (model/gpt_activations.h; what the planner uses).
+  const ms::GPT::Footprint fp = trainer.model().footprint();
+  out["planned_activations_mb"] = 4.0 * static_cast<double>(fp.activations) / 1048576.0;
+  out["planned_params_grads_mb"] = 4.0 * static_cast<double>(fp.params + fp.grads) / 1048576.0;
   out["flops_per_token"] = ms::model_flops_per_token(cfg.model, T);
   out["last_loss"] = loss;
   out["device"] = ms::device_name(cfg.train.device);
