@@ -26,19 +26,31 @@ const char* state_kind_name(StateKind k) {
   return "?";
 }
 
+namespace {
+// [model] keys that do not change what a checkpoint holds: the preset (a shorthand; the fields it
+// sets are compared themselves) and activation recomputation (memory, not values).
+bool checkpoint_neutral(const std::string& key) {
+  return key == "preset" || key == "recompute" || key == "recompute_every";
+}
+
+std::string hash_of(const std::map<std::string, std::string>& fields) {
+  std::string text;
+  for (const auto& [k, v] : fields) text += k + "=" + v + "\n";
+  return fmt::format("{:016x}", XXH64(text.data(), text.size(), 0));
+}
+}  // namespace
+
 std::map<std::string, std::string> model_fields(const Config& c) {
   std::map<std::string, std::string> out;
   for (const FieldInfo& f : list_fields(c))
-    if (f.key.starts_with("model.")) out[f.key.substr(6)] = f.value;
+    if (f.key.starts_with("model.") && !checkpoint_neutral(f.key.substr(6))) out[f.key.substr(6)] = f.value;
   return out;
 }
 
 std::string model_config_hash(const ModelConfig& m) {
   Config c;
   c.model = m;
-  std::string text;
-  for (const auto& [k, v] : model_fields(c)) text += k + "=" + v + "\n";
-  return fmt::format("{:016x}", XXH64(text.data(), text.size(), 0));
+  return hash_of(model_fields(c));
 }
 
 namespace {
@@ -248,14 +260,26 @@ std::string data_stream_difference(const ManifestDataStream& saved, const Manife
 
 std::string model_difference(const Manifest& m, const Config& cfg) {
   const std::map<std::string, std::string> mine = model_fields(cfg);
+  // A field the saving version did not have held its default then (older checkpoints predate the
+  // Llama family's fields: they are GPT-2 models, which those defaults describe).
+  const std::map<std::string, std::string> defaults = model_fields(Config{});
+  std::map<std::string, std::string> saved_only;  // the fields the saving run hashed
   std::string out;
   for (const auto& [k, v] : mine) {
     auto it = m.model.find(k);
-    const std::string theirs = it == m.model.end() ? "(absent)" : it->second;
-    if (theirs != v) out += fmt::format("{}model.{}: checkpoint {}, config {}", out.empty() ? "" : "; ", k, theirs, v);
+    const bool absent = it == m.model.end();
+    const std::string theirs = absent ? defaults.at(k) : it->second;
+    if (!absent) saved_only[k] = v;
+    if (theirs != v)
+      out += fmt::format("{}model.{}: checkpoint {}{}, config {}", out.empty() ? "" : "; ", k, theirs,
+                         absent ? " (absent: its default)" : "", v);
   }
-  if (out.empty() && m.model_hash != model_config_hash(cfg.model))
-    out = fmt::format("model_hash: checkpoint {}, config {}", m.model_hash, model_config_hash(cfg.model));
+  for (const auto& [k, v] : m.model)  // the saving run's neutral keys (older manifests listed every key)
+    if (!mine.count(k) && !checkpoint_neutral(k)) out += fmt::format("{}model.{}: checkpoint {}, unknown here",
+                                                                     out.empty() ? "" : "; ", k, v);
+  const std::string want = saved_only.size() == mine.size() ? model_config_hash(cfg.model) : hash_of(saved_only);
+  if (out.empty() && m.model_hash != want)
+    out = fmt::format("model_hash: checkpoint {}, config {}", m.model_hash, want);
   return out;
 }
 

@@ -97,6 +97,28 @@ TEST(Manifest, ModelDifferenceNamesFields) {
   EXPECT_NE(model_config_hash(a.model), model_config_hash(b.model));
 }
 
+// A checkpoint saved before the Llama family's fields existed lists only GPT-2's (and hashes them):
+// it resumes into today's defaults (a GPT-2 model), not into a Llama-style one, and recomputation
+// (memory, not values) may change on resume.
+TEST(Manifest, OlderCheckpointsAndRecomputationResume) {
+  static const char* kOld[] = {"vocab_size", "pad_vocab_to", "n_layer", "n_head", "n_embd", "max_seq_len", "block",
+                               "attention", "window", "full_every", "init_std"};
+  Config a;
+  Manifest m;
+  const auto all = model_fields(a);
+  for (const char* k : kOld) m.model[k] = all.at(k);
+  std::string text;  // "key=value\n" in key order
+  for (const auto& [k, v] : m.model) text += k + "=" + v + "\n";
+  m.model_hash = fmt::format("{:016x}", XXH64(text.data(), text.size(), 0));  // the older version's hash
+  EXPECT_EQ(model_difference(m, a), "");
+  Config r = a;
+  r.model.recompute = RecomputeKind::kFull;
+  EXPECT_EQ(model_difference(m, r), "");
+  Config llama = a;
+  llama.model.norm = NormKind::kRmsNorm;
+  EXPECT_EQ(model_difference(m, llama), "model.norm: checkpoint layernorm (absent: its default), config rmsnorm");
+}
+
 // Direct I/O where the file system has it (the temporary folder), buffered where it does not
 // (/dev/shm is tmpfs): the same bytes either way, sizes not a multiple of the block size included.
 TEST(CheckpointStorage, WriteFileDirectAndBufferedGiveTheSameBytes) {
