@@ -15,6 +15,7 @@
 #include "config/config.h"       // Config, load_toml
 #include "base/atomic_file.h"    // write_text_atomic
 #include "plan/layout_search.h"  // search_layouts
+#include "plan/runnable.h"       // trainer_refusal, trainer_overrides
 #include "plan/plan_trace.h"     // plan_trace
 #include "plan/step_model.h"     // predict_step
 #include "plan_calibrate.h"      // run_calibrate_host
@@ -255,6 +256,8 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   if (!a.explain.empty()) write_text_atomic(a.explain, plan::plan_trace(p, l.pp).dump() + "\n");
   if (a.json) {
     nlohmann::json j = to_json(p, l, cluster);
+    j["train_overrides"] = plan::trainer_overrides(l);
+    j["trainer_refusal"] = plan::trainer_refusal(cfg.model, l);
     if (candidates > 0) {
       j["searched"] = {{"candidates", candidates}, {"fitting", fitting}};
       for (const auto& [ol, op] : others) j["alternatives"].push_back(to_json(op, ol, cluster));
@@ -278,6 +281,12 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   fmt::print("memory per device (stage {}): {:.1f} GiB of {:.0f} ({}; largest: {})\n", p.memory.stage,
              p.memory.total() / kGiB, cluster.device.memory_gib, p.memory.fits ? "fits" : "does NOT fit",
              p.memory.largest);
+  const std::string refusal = plan::trainer_refusal(cfg.model, l);
+  if (refusal.empty())
+    fmt::print("run it: megascale launch --nproc {} -- train CONFIG.toml {}\n", l.tp * l.pp * l.dp,
+               plan::trainer_overrides(l));
+  else
+    fmt::print("the trainer would refuse this layout: {}\n", refusal);
   for (const auto& [ol, op] : others)
     fmt::print("  tp {} pp {} dp {} v {} micro-batch {} recompute {}: step {:.3f} s, MFU {:.1f}%\n", ol.tp, ol.pp,
                ol.dp, ol.virtual_stages, ol.micro_batch, recompute_name(ol.recompute), op.step_s, 100 * op.mfu);
