@@ -110,7 +110,7 @@ void bench_elementwise(std::mt19937& g) {
   {
     auto x = rand_buf<float>(nc, g, 2.f), w = rand_buf<float>(kC, g), b = rand_buf<float>(kC, g), dout = rand_buf<float>(nc, g);
     DeviceBuffer<float> o(nc), m(kN), r(kN), dinp(nc), dw(kC), db(kC);
-    emit("layernorm_fwd", "fp32", dims(kN, kC, 1), median_ms([&] { cuda::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), kN, kC, {}); }), 0, 2.0 * nc * 4);
+    emit("layernorm_fwd", "fp32", dims(kN, kC, 1), median_ms([&] { cuda::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), kN, kC, 1e-5f, {}); }), 0, 2.0 * nc * 4);
     // backward: reads dout and inp, reads and writes dinp (it accumulates)
     emit("layernorm_bwd", "fp32", dims(kN, kC, 1), median_ms([&] { cuda::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), m.data(), r.data(), kN, kC, {}); }), 0, 4.0 * nc * 4);
   }
@@ -177,8 +177,8 @@ void bench_attention(std::mt19937& g) {
       const auto fwd = bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward;
       const auto bwd = bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward;
       const char* dt = bf16 ? "bf16" : "fp32";
-      emit("attn_fwd", dt, sh, median_ms([&] { fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, W, {}); }), fwd_flops, 0);
-      emit("attn_bwd", dt, sh, median_ms([&] { bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, W, {}); }), 2.5 * fwd_flops, 0);
+      emit("attn_fwd", dt, sh, median_ms([&] { fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH, W, {}); }), fwd_flops, 0);
+      emit("attn_bwd", dt, sh, median_ms([&] { bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, NH, W, {}); }), 2.5 * fwd_flops, 0);
     }
   }
 }

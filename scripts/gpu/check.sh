@@ -9,7 +9,8 @@
 #    probes of nvidia-smi, the OS, torch and its NCCL, the compute mode and MPS; an `ldd -r` gate (a
 #    missing library or symbol stops here);
 # 2. the GPU tests of issue 24 (test_device, test_cuda_kernels: every CUDA kernel against the CPU
-#    kernel; test_cuda_training: GPU training against the CPU run, rerun bits, no allocation after
+#    kernel, the Llama-style ones included; test_cuda_training: GPU training against the CPU run,
+#    GPT-2 and Llama-style configurations, rerun bits, recomputation's bits, no allocation after
 #    step 1, training state moved between devices);
 # 3. communication on GPU buffers (issue 25): test_cuda_comm (NCCL at world size 1: every op and
 #    dtype, groups, a deadline; staged Gloo with 2 and 4 processes sharing the GPU; event ordering),

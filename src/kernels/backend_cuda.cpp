@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "base/device.h"  // copy_bytes, stream_sync, require_device
-#include "base/check.h"   // MS_CHECK, MS_FAIL
 #include "kernels/backend.h"
 #include "kernels/cuda_kernels.h"
 
@@ -41,24 +40,36 @@ class CudaBackend final : public KernelBackend {
 
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
                          int N, int C, float eps) override {
-    MS_CHECK(eps == 1e-5f, "CUDA layernorm: eps {} is not built yet", eps);  // TODO(cuda eps)
-    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream());
+    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps, stream());
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                           const float* mean, const float* rstd, int N, int C) override {
     cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream());
   }
-  // TODO(cuda): the Llama-style kernels (rmsnorm, swiglu, rope) are not built for CUDA yet.
-  void rmsnorm_forward(float*, float*, const float*, const float*, int, int, float) override { missing("rmsnorm"); }
-  void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, int, int) override {
-    missing("rmsnorm");
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) override {
+    cuda::rmsnorm_forward(out, rstd, inp, w, N, C, eps, stream());
   }
-  void swiglu_forward(float*, const float*, int, int) override { missing("swiglu"); }
-  void swiglu_forward_bf16(bf16_t*, const float*, int, int) override { missing("swiglu"); }
-  void swiglu_backward(float*, const float*, const float*, int, int) override { missing("swiglu"); }
-  void rope_forward(float*, const float*, const float*, int, int, int, int, int, int) override { missing("rope"); }
-  void rope_backward(float*, const float*, const float*, int, int, int, int, int, int) override { missing("rope"); }
-  [[noreturn]] static void missing(const char* what) { MS_FAIL("CUDA backend: {} is not built yet", what); }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                        int N, int C) override {
+    cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, stream());
+  }
+  void swiglu_forward(float* out, const float* pre, int N, int F) override {
+    cuda::swiglu_forward(out, pre, N, F, stream());
+  }
+  void swiglu_forward_bf16(bf16_t* out, const float* pre, int N, int F) override {
+    cuda::swiglu_forward_bf16(out, pre, N, F, stream());
+  }
+  void swiglu_backward(float* dpre, const float* dout, const float* pre, int N, int F) override {
+    cuda::swiglu_backward(dpre, dout, pre, N, F, stream());
+  }
+  void rope_forward(float* qkv, const float* cos, const float* sin, int lo, int hi, int T, int NH, int NKV,
+                    int HS) override {
+    cuda::rope_forward(qkv, cos, sin, lo, hi, T, NH, NKV, HS, stream());
+  }
+  void rope_backward(float* dqkv, const float* cos, const float* sin, int lo, int hi, int T, int NH, int NKV,
+                     int HS) override {
+    cuda::rope_backward(dqkv, cos, sin, lo, hi, T, NH, NKV, HS, stream());
+  }
   void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C) override {
     cuda::bias_gelu_forward(out, pre, bias, N, C, stream());
   }
@@ -70,14 +81,12 @@ class CudaBackend final : public KernelBackend {
   }
   void attention_forward(bool bf16, float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV,
                          int W) override {
-    MS_CHECK(NKV == NH, "CUDA attention: grouped-query attention is not built yet");  // TODO(GQA)
-    (bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward)(out, lse, qkv, B, T, C, NH, W, stream());
+    (bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward)(out, lse, qkv, B, T, C, NH, NKV, W, stream());
   }
   void attention_backward(bool bf16, float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, int B, int T, int C, int NH, int NKV, int W) override {
-    MS_CHECK(NKV == NH, "CUDA attention: grouped-query attention is not built yet");  // TODO(GQA)
-    (bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward)(dqkv, dout, qkv, out, lse, B, T, C, NH, W,
-                                                                      stream());
+    (bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward)(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV,
+                                                                      W, stream());
   }
   void softmax_cross_entropy(float* losses, float* dlogits, const float* logits, const int* targets, int N, int V,
                              int Vp, float dloss) override {

@@ -1,22 +1,24 @@
 // cuda_kernels: the CUDA implementations of the kernel entries (src/kernels/cuda/*.cu), beside the
-// CPU ones: the same names and arguments as matmul.h, gemm_bf16.h, layernorm.h, gelu.h,
-// cross_entropy.h, bf16_convert.h and attention.h, in namespace ms::cuda, with every pointer a DEVICE pointer
-// and a last argument, the stream the work is enqueued on (asynchronous: nothing here waits for
-// the device unless it says so); vocab_parallel_cross_entropy.h's three phases likewise. Plus the
+// CPU ones: the same names and arguments as matmul.h, gemm_bf16.h, layernorm.h, rmsnorm.h, gelu.h,
+// swiglu.h, rope.h, cross_entropy.h, bf16_convert.h and attention.h (with backend.h's NKV), in
+// namespace ms::cuda, with every pointer a DEVICE pointer and a last argument, the stream the work
+// is enqueued on (asynchronous: nothing here waits for the device unless it says so);
+// vocab_parallel_cross_entropy.h's three phases likewise. Plus the
 // embedding entries (backend.h's lookup / position add / backward, and the whole forward/backward),
 // fill and scale, and the optimizer's arithmetic (optim/adamw.h, optim/lamb.h, the double sum of
 // squares of optim/grad_norm.h), which have no kernel header on the CPU side (the model and optim
 // hold those loops; backend_cuda.cpp and optim_kernels_cuda.cpp put them behind backend.h and
 // optim_kernels.h).
-// Built only with MEGASCALE_WITH_CUDA; tests/kernels/test_cuda_kernels.cpp checks every entry
-// against its CPU kernel.
+// Built only with MEGASCALE_WITH_CUDA; tests/kernels/test_cuda_kernels.cpp (with the files of
+// test_cuda_kernels/) checks every entry against its CPU kernel.
 // Guarantees:
 //  - GEMMs go through cuBLASLt with CUBLAS_COMPUTE_32F: fp32 GEMMs are true fp32 (no TF32), bf16
 //    GEMMs have fp32 accumulation and fp32 output; the bias is a cuBLASLt epilogue. One plan
 //    (descriptors + the heuristic's first algorithm) is cached per shape, one 32 MiB workspace:
 //    the same shape always runs the same algorithm, so results repeat bit for bit.
-//  - No atomics anywhere: every reduction (bias, LayerNorm weight, embedding gradients, loss, sums
-//    of squares) has a fixed order, so the same inputs give the same bits on every run.
+//  - No atomics anywhere: every reduction (bias, LayerNorm / RMSNorm weight, embedding gradients,
+//    grouped-query dK/dV, loss, sums of squares) has a fixed order, so the same inputs give the
+//    same bits on every run.
 //  - Elementwise arithmetic is compiled without fma contraction (--fmad=false), like the CPU.
 //  - Scratch (the column-sum partials, the GEMM workspace, the sum-of-squares partials) is device
 //    memory grown on first use and kept: no device allocation after warm-up (base/device.h counts
@@ -56,15 +58,35 @@ void matmul_backward_bf16_from_bf16(float* dinp, float* dweight, const bf16_t* d
 void add_column_sums(float* out, const float* x, int N, int C, Stream s);
 int gemm_cached_plans();  // cached cuBLASLt plans (for tests: constant after warm-up)
 
-// ---- layernorm.cu, gelu.cu, cross_entropy.cu: as their CPU headers ----
+// ---- layernorm.cu, rmsnorm.cu, gelu.cu, swiglu.cu, rope.cu, cross_entropy.cu: as their CPU headers ----
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, Stream s);
+                       const float* bias, int N, int C, float eps, Stream s);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C, Stream s);
+// rmsnorm.h: one warp per row; dinp and dweight ACCUMULATED (+=), dweight over fixed 32-row chunks
+// summed in order (the CPU's order, so dweight differs from the CPU's only through rstd's bits).
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                     Stream s);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int N, int C, Stream s);
 void bias_gelu_forward(float* out, float* pre, const float* bias, int N, int C, Stream s);
 void bias_gelu_forward_bf16(bf16_t* out, float* pre, const float* bias, int N, int C, Stream s);
 void bias_gelu_backward(float* dpre, float* dbias, const float* dout, const float* pre, int N, int C, Stream s);
+// swiglu.h: pre (N, 2F) rows [gate | up]; out (N, F) = silu(gate) * up (fp32, or bf16 rounded to
+// nearest even); dpre (N, 2F) OVERWRITTEN with [dout * up * silu'(gate) | dout * silu(gate)]. The
+// CPU's expressions in its order, sigmoid through expf (the CPU's vector exp differs by <= ~2 ulp).
+void swiglu_forward(float* out, const float* pre, int N, int F, Stream s);
+void swiglu_forward_bf16(bf16_t* out, const float* pre, int N, int F, Stream s);
+void swiglu_backward(float* dpre, const float* dout, const float* pre, int N, int F, Stream s);
+// rope.h: rows [lo, hi) of qkv (rows of (NH + 2*NKV)*HS floats), the NH query and NKV key heads
+// rotated in place (rotate_half pairs i, i + HS/2; values untouched); cos, sin: rope_table's (T, HS/2)
+// tables in DEVICE memory; row r at position r % T. backward: the inverse rotation (sin negated).
+// The CPU's arithmetic element for element (no fma): the same bits.
+void rope_forward(float* qkv, const float* cos, const float* sin, int lo, int hi, int T, int NH, int NKV, int HS,
+                  Stream s);
+void rope_backward(float* dqkv, const float* cos, const float* sin, int lo, int hi, int T, int NH, int NKV, int HS,
+                   Stream s);
 void softmax_cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
                                             const int* targets, int N, int V, int Vp, float dloss, Stream s);
 void softmax_cross_entropy_forward_backward_bf16(float* losses, bf16_t* dlogits_bf16, const float* logits,
@@ -122,18 +144,24 @@ void add_position_embedding(float* out, const float* wpe, int n, int C, int T, i
 void embedding_backward_rows(float* dwte, float* dwpe, const float* d_full, const float* d_local, const int* ids,
                              int N, int n, int C, int T, int row0, int v0, int v1, Stream s);
 
-// ---- attention.cu: as attention.h (same layouts, band, lse; dqkv OVERWRITTEN) ----
+// ---- attention.cu: as attention.h (same band, lse; dqkv OVERWRITTEN) with grouped-query heads ----
+// C = NH*HS query channels, NKV key/value heads (NH a multiple of NKV; NKV == NH: multi-head, the
+// same bits as before NKV existed): qkv and dqkv rows (NH + 2*NKV)*HS wide, query heads at
+// [0, NH*HS), key heads at [NH*HS, (NH+NKV)*HS), value heads after; query head h reads kv head
+// h / (NH/NKV). out (B,T,C), lse (B,NH,T).
 // FlashAttention-2 style: 64x64 tiles, online softmax, key tiles outside the sliding window never
-// loaded; backward in two kernels (dK/dV per key tile, dQ per query tile): no atomics, the same
-// bits on every run. fp32 on CUDA-core FMAs; the _bf16 forms round every tile product's operands
-// (Q, K, V, dout, P, dS) to bf16 with fp32 accumulation, as the CPU's. Head size C/NH <= 128.
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window, Stream s);
+// loaded; backward in two kernels (dK/dV per key tile and kv head, summing its NH/NKV query heads in
+// ascending order in registers; dQ per query tile): no atomics, the same bits on every run. fp32 on
+// CUDA-core FMAs; the _bf16 forms round every tile product's operands (Q, K, V, dout, P, dS) to bf16
+// with fp32 accumulation, as the CPU's. Head size C/NH <= 128.
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV, int window,
+                       Stream s);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH, int window, Stream s);
-void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window,
-                            Stream s);
+                        int B, int T, int C, int NH, int NKV, int window, Stream s);
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV,
+                            int window, Stream s);
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                             int B, int T, int C, int NH, int window, Stream s);
+                             int B, int T, int C, int NH, int NKV, int window, Stream s);
 
 // ---- optim.cu: optim/lamb.h for ONE tensor, and sums of squares (double, deterministic) ----
 // Phase 1: m, v as adamw_update's moments; update = r = (m/bc1) / (sqrt(v)/sqrt(bc2) + eps)

@@ -8,6 +8,8 @@
 // conversion, embedding) must match the CPU bit for bit. Attention (fp32 and bf16 operands) at GPT-2
 // shapes (T = 1024, HS = 64), full and sliding (W = 256; W >= T must give full's bits) and odd
 // shapes (T = 1, T not a multiple of the 64-row tile, HS = 8, 24, 128). Skips where no CUDA device opens (CI).
+// One binary with test_cuda_kernels/*.cpp (the Llama-style kernels: RMSNorm, SwiGLU, RoPE, grouped-query
+// attention); the helpers they share are cuda_test_util.h's.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -28,6 +31,7 @@
 #include "kernels/bf16_convert.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_kernels.h"
+#include "kernels/cuda_test_util.h"  // tests/kernels/: the fixture and helpers
 #include "kernels/gelu.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/layernorm.h"
@@ -41,116 +45,7 @@
 namespace ms {
 namespace {
 
-using Outputs = std::vector<std::vector<float>>;
-
-class CudaKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device opens: " << cuda_unavailable_reason();
-  }
-};
-
-std::mt19937_64& rng() {
-  static std::mt19937_64 g = [] {
-    const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::printf("[test_cuda_kernels] seed %llu\n", static_cast<unsigned long long>(seed));
-    return std::mt19937_64(seed);
-  }();
-  return g;
-}
-std::vector<float> randn(size_t n, float scale = 1.f) {
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng());
-  return v;
-}
-std::vector<int> rand_ids(size_t n, int lo, int hi) {
-  std::uniform_int_distribution<int> d(lo, hi - 1);
-  std::vector<int> v(n);
-  for (int& x : v) x = d(rng());
-  return v;
-}
-std::vector<bf16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16_t> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16_rne(v[i]);
-  return o;
-}
-std::vector<float> widen(const std::vector<bf16_t>& v) {
-  std::vector<float> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = bf16_to_f32(v[i]);
-  return o;
-}
-
-template <typename T>
-DeviceBuffer<T> up(const std::vector<T>& h) {
-  DeviceBuffer<T> d(h.size());
-  d.upload(h.data(), h.size());
-  return d;
-}
-template <typename T>
-std::vector<float> down(const DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  d.download(h.data(), h.size());
-  stream_sync({});
-  if constexpr (sizeof(T) == 2) return widen(h);
-  else return std::vector<float>(h.begin(), h.end());
-}
-template <typename T>
-DeviceBuffer<T> poisoned(size_t n) {  // all bits set: NaN in fp32 and in bf16
-  DeviceBuffer<T> d(n);
-  device_memset(d.data(), 0xFF, n * sizeof(T));
-  return d;
-}
-
-// Runs `run` twice; the second run must give the same bits. Returns the first run's outputs.
-Outputs twice(const std::function<Outputs()>& run) {
-  Outputs a = run();
-  Outputs b = run();
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-    EXPECT_EQ(a[k].size(), b[k].size());
-    EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), sizeof(float) * a[k].size()))
-        << "output " << k << " differs between two runs on the same inputs";
-  }
-  return a;
-}
-
-// Every element written (finite wherever the CPU's is) and ||got - ref|| / ||ref|| <= tol.
-void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref, double tol) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  size_t bad = 0, first_bad = 0;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(ref[i])) continue;
-    if (!std::isfinite(got[i])) {
-      if (bad++ == 0) first_bad = i;
-      continue;
-    }
-    const double d = static_cast<double>(got[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements not written or not finite (first at " << first_bad << ")";
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  std::printf("  %-44s rel L2 %.3g\n", what.c_str(), rel);
-  EXPECT_LE(rel, tol) << what;
-}
-void expect_bits(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  size_t diff = 0;
-  for (size_t i = 0; i < ref.size(); ++i) diff += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
-  std::printf("  %-44s %zu of %zu elements differ in bits\n", what.c_str(), diff, ref.size());
-  EXPECT_EQ(diff, 0u) << what;
-}
-
-// " NxC" (appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&).
-std::string dims(const char* prefix, int a, int b) {
-  std::string s(prefix);
-  s += std::to_string(a);
-  s += 'x';
-  s += std::to_string(b);
-  return s;
-}
+using namespace cuda_test;  // the shared helpers (cuda_test_util.h)
 
 struct Shape {
   int N, C, OC;
@@ -259,23 +154,26 @@ TEST_F(CudaKernels, MatmulBf16MatchesCpu) {
 }
 
 TEST_F(CudaKernels, LayerNormMatchesCpu) {
-  for (const auto& [N, C] : std::vector<std::pair<int, int>>{{4096, 768}, {37, 770}, {1, 3}}) {
+  // eps: GPT-2's 1e-5, and 1e-6 (Llama-style models' model.norm_eps)
+  for (const auto& [N, C, eps] : std::vector<std::tuple<int, int, float>>{
+           {4096, 768, 1e-5f}, {4096, 768, 1e-6f}, {37, 770, 1e-6f}, {1, 3, 1e-5f}}) {
     const size_t n = static_cast<size_t>(N) * C;
     const auto x = randn(n, 2.f), w = randn(C), b = randn(C), dout = randn(n);
     const auto dinp0 = randn(n), dw0 = randn(C), db0 = randn(C);
     std::vector<float> out(n), mean(N), rstd(N), dinp = dinp0, dw = dw0, db = db0;
-    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
     layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
     auto d_x = up(x), d_w = up(w), d_b = up(b), d_dout = up(dout);
     const Outputs got = twice([&] {
       auto o = poisoned<float>(n), m = poisoned<float>(N), r = poisoned<float>(N);
       auto di = up(dinp0), dww = up(dw0), dbb = up(db0);
-      cuda::layernorm_forward(o.data(), m.data(), r.data(), d_x.data(), d_w.data(), d_b.data(), N, C, {});
+      cuda::layernorm_forward(o.data(), m.data(), r.data(), d_x.data(), d_w.data(), d_b.data(), N, C, eps, {});
       cuda::layernorm_backward(di.data(), dww.data(), dbb.data(), d_dout.data(), d_x.data(), d_w.data(), m.data(),
                                r.data(), N, C, {});
       return Outputs{down(o), down(m), down(r), down(di), down(dww), down(dbb)};
     });
-    const std::string sh = dims(" ", N, C);
+    std::string sh = dims(" ", N, C);
+    sh += eps == 1e-5f ? " eps 1e-5" : " eps 1e-6";
     expect_close("layernorm out" + sh, got[0], out, 1e-5);
     expect_close("layernorm mean" + sh, got[1], mean, 1e-5);
     expect_close("layernorm rstd" + sh, got[2], rstd, 1e-5);
@@ -700,9 +598,9 @@ void check_attention(bool bf16) {
       return twice([&] {
         auto out = poisoned<float>(no), lse = poisoned<float>(nl), dqkv = poisoned<float>(n3);
         (bf16 ? cuda::attention_forward_bf16 : cuda::attention_forward)(out.data(), lse.data(), d_qkv.data(), s.B,
-                                                                       s.T, s.C, s.NH, W, {});
+                                                                       s.T, s.C, s.NH, s.NH, W, {});
         (bf16 ? cuda::attention_backward_bf16 : cuda::attention_backward)(
-            dqkv.data(), d_dout.data(), d_qkv.data(), d_rout.data(), d_rlse.data(), s.B, s.T, s.C, s.NH, W, {});
+            dqkv.data(), d_dout.data(), d_qkv.data(), d_rout.data(), d_rlse.data(), s.B, s.T, s.C, s.NH, s.NH, W, {});
         return Outputs{down(out), down(lse), down(dqkv)};
       });
     };
@@ -723,9 +621,13 @@ TEST_F(CudaKernels, AttentionBf16MatchesCpu) { check_attention(true); }
 
 TEST_F(CudaKernels, AttentionRejectsBadShapes) {
   DeviceBuffer<float> buf(3 * 2 * 4 * 258);
-  // head size 258 > 128; C not divisible by NH
-  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 258, 1, 0, {}), Error);
-  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 10, 3, 0, {}), Error);
+  // head size 258 > 128; C not divisible by NH; NH not divisible by NKV; NKV 0
+  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 258, 1, 1, 0, {}), Error);
+  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 10, 3, 3, 0, {}), Error);
+  EXPECT_THROW(cuda::attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 12, 3, 2, 0, {}), Error);
+  EXPECT_THROW(cuda::attention_backward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), 1, 2, 12, 3, 0, 0,
+                                        {}),
+               Error);
 }
 
 }  // namespace

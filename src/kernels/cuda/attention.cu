@@ -1,16 +1,21 @@
 // attention.cu: flash-style causal attention (FlashAttention-2) on the GPU, the CUDA form of
-// kernels/attention.h (same layouts: qkv (B,T,3C), out (B,T,C), lse (B,NH,T), dqkv (B,T,3C)
-// overwritten; same causal / sliding-window band and tile size, 64).
+// kernels/attention.h with grouped-query heads (backend.h's NKV): qkv and dqkv (overwritten) rows of
+// (NH + 2*NKV)*HS floats, the NH query heads, then the NKV key heads, then the NKV value heads; query
+// head h reads kv head h / (NH/NKV); out (B,T,C = NH*HS), lse (B,NH,T); same causal / sliding-window
+// band and tile size, 64. NKV == NH is multi-head attention (rows 3C wide, the same addresses, so
+// the same bits as before NKV existed).
 // Layout of the work (one 256-thread block per tile, 16 x 16 threads, each owning a 4 x 4 micro-tile
 // of every 64 x 64 score tile: rows ty + 16r, columns tx + 16c, and the same rows of the output):
 //  - forward: one block per (64-query tile, b*h); it walks the key tiles that meet its band (tiles
 //    wholly outside the window are never loaded: time grows with W, not T), online softmax in
 //    registers (row max / sum over the 16 threads of a half-warp by a fixed xor-shuffle tree), P
 //    through shared memory into O += P V; out = O / l, lse = m + log l.
-//  - backward, two kernels, no atomics: one block per (64-key tile, b*h) walks the query tiles that
-//    see it and accumulates dK, dV in registers (P recomputed from lse, dS = P (dP - D)); one block
-//    per (64-query tile, b*h) walks the key tiles and accumulates dQ. D_i = rowsum(dout_i * out_i) is
-//    computed by each block for its query rows (the same function, so the same bits in both).
+//  - backward, two kernels, no atomics: one block per (64-key tile, b*kv head) walks, for each of
+//    the kv head's NH/NKV query heads in ascending order, the query tiles that see it and accumulates
+//    dK, dV in registers (P recomputed from lse, dS = P (dP - D)): the group's sum in a fixed order;
+//    one block per (64-query tile, b*h) walks the key tiles and accumulates dQ. D_i =
+//    rowsum(dout_i * out_i) is computed by each block for its query rows (the same function, so the
+//    same bits in both). Grouped queries re-load their kv head's tiles per query head (forward, dQ).
 // Every sum has a fixed order: the same inputs give the same bits on every run.
 // fp32: plain fp32 FMA tiles (fmaf: one rounding per product-add; --fmad=false elsewhere). The bf16
 // variants round the operands of every tile product to bf16 (Q, K, V, dout on load; P and dS when
@@ -92,8 +97,24 @@ struct Args {
   const float* dout;
   const float* fout;  // the forward's out (backward)
   const float* flse;  // the forward's lse (backward)
-  int T, C, NH, window;
+  int T, C, NH, NKV, window;
   float scale;
+};
+
+// Where a batch's rows, a query head and a kv head's keys / values sit in qkv / dqkv: rows of
+// W = (NH + 2 NKV) HS floats; query head h at h HS, keys of kv head k at (NH + k) HS, its values NKV HS
+// further.
+struct Packed {
+  size_t W;   // row width
+  int G;      // query heads per kv head
+  __device__ explicit Packed(const Args& a)
+      : W(static_cast<size_t>(a.NH + 2 * a.NKV) * (a.C / a.NH)), G(a.NH / a.NKV) {}
+  __device__ size_t batch(const Args& a, int b) const { return static_cast<size_t>(b) * a.T * W; }
+  __device__ size_t query(const Args& a, int h) const { return static_cast<size_t>(h) * (a.C / a.NH); }
+  __device__ size_t key(const Args& a, int kv) const { return static_cast<size_t>(a.NH + kv) * (a.C / a.NH); }
+  __device__ size_t value(const Args& a, int kv) const {
+    return static_cast<size_t>(a.NH + a.NKV + kv) * (a.C / a.NH);
+  }
 };
 
 // sL[i], sD[i] for the query tile at i0 (nq rows): the forward's lse and D = rowsum(dout * out);
@@ -140,10 +161,13 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Args a) {
   float *sQ = sm, *sK = sQ + kTile * ld, *sV = sK + kTile * ld, *sP = sV + kTile * ld;
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
-  const size_t C3 = static_cast<size_t>(3) * a.C;
-  const float* base = a.qkv + static_cast<size_t>(b) * T * C3 + static_cast<size_t>(h) * HS;
+  const Packed pk(a);
+  const size_t W = pk.W;
+  const float* rows = a.qkv + pk.batch(a, b);
+  const float* qbase = rows + pk.query(a, h);
+  const float *kbase = rows + pk.key(a, h / pk.G), *vbase = rows + pk.value(a, h / pk.G);
   const int i0 = qt * kTile, nq = min(kTile, T - i0);
-  load_tile<R>(sQ, ld, base + i0 * C3, C3, nq, HS, a.scale);
+  load_tile<R>(sQ, ld, qbase + i0 * W, W, nq, HS, a.scale);
   float m[4], l[4], o[4][NC];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -156,8 +180,8 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Args a) {
   for (int j0 = (kfirst / kTile) * kTile; j0 <= klast; j0 += kTile) {
     const int nk = min(kTile, T - j0);
     __syncthreads();  // the previous tile's sK, sV, sP are read
-    load_tile<R>(sK, ld, base + a.C + j0 * C3, C3, nk, HS, 1.f);
-    load_tile<R>(sV, ld, base + 2 * a.C + j0 * C3, C3, nk, HS, 1.f);
+    load_tile<R>(sK, ld, kbase + j0 * W, W, nk, HS, 1.f);
+    load_tile<R>(sV, ld, vbase + j0 * W, W, nk, HS, 1.f);
     __syncthreads();
     float s[4][4];
     tile_dot(s, sQ, sK, ld, HS, ty, tx);
@@ -225,6 +249,8 @@ __device__ __forceinline__ void probs_and_grads(float* sP, float* sdS, const flo
   }
 }
 
+// One block per (64-key tile, b * NKV + kv head): dK, dV of the tile summed over the kv head's query
+// heads h = kv G .. kv G + G - 1 in ascending order, each over its query tiles in ascending order.
 template <int NC, bool R>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Args a) {
   extern __shared__ float sm[];
@@ -232,43 +258,47 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Args a) {
   float *sK = sm, *sV = sK + kTile * ld, *sQ = sV + kTile * ld, *sdO = sQ + kTile * ld;
   float *sP = sdO + kTile * ld, *sdS = sP + kTile * kPL, *sL = sdS + kTile * kPL, *sD = sL + kTile;
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int kt = blockIdx.x, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
-  const size_t C3 = static_cast<size_t>(3) * a.C;
-  const float* base = a.qkv + static_cast<size_t>(b) * T * C3 + static_cast<size_t>(h) * HS;
-  const float* dobase = a.dout + static_cast<size_t>(b) * T * a.C + static_cast<size_t>(h) * HS;
+  const int kt = blockIdx.x, bkv = blockIdx.y, b = bkv / a.NKV, kv = bkv % a.NKV;
+  const Packed pk(a);
+  const size_t W = pk.W;
+  const float* rows = a.qkv + pk.batch(a, b);
   const int j0 = kt * kTile, nk = min(kTile, T - j0);
-  load_tile<R>(sK, ld, base + a.C + j0 * C3, C3, nk, HS, 1.f);
-  load_tile<R>(sV, ld, base + 2 * a.C + j0 * C3, C3, nk, HS, 1.f);
+  load_tile<R>(sK, ld, rows + pk.key(a, kv) + j0 * W, W, nk, HS, 1.f);
+  load_tile<R>(sV, ld, rows + pk.value(a, kv) + j0 * W, W, nk, HS, 1.f);
   float dk[4][NC], dv[4][NC];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < NC; ++c) dk[r][c] = dv[r][c] = 0.f;
   const int ilast = a.window > 0 ? min(T - 1, j0 + nk - 1 + a.window - 1) : T - 1;
-  for (int i0 = j0; i0 <= ilast; i0 += kTile) {
-    const int nq = min(kTile, T - i0);
-    __syncthreads();  // the previous query tile's shared arrays are read
-    load_tile<R>(sQ, ld, base + i0 * C3, C3, nq, HS, a.scale);
-    load_tile<R>(sdO, ld, dobase + static_cast<size_t>(i0) * a.C, a.C, nq, HS, 1.f);
-    row_stats(sL, sD, a, b, h, i0, nq);
-    __syncthreads();
-    probs_and_grads<R>(sP, sdS, sQ, sK, sdO, sV, sL, sD, ld, HS, i0, j0, T, a.window, ty, tx);
-    __syncthreads();
-    for (int i = 0; i < kTile; ++i) {  // dV += P^T dO, dK += dS^T Qs
-      float g[NC], q[NC];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        const bool in = tx + 16 * c < HS;
-        g[c] = in ? sdO[i * ld + tx + 16 * c] : 0.f;
-        q[c] = in ? sQ[i * ld + tx + 16 * c] : 0.f;
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float p = sP[i * kPL + ty + 16 * r], ds = sdS[i * kPL + ty + 16 * r];
+  for (int h = kv * pk.G; h < (kv + 1) * pk.G; ++h) {
+    const float* qbase = rows + pk.query(a, h);
+    const float* dobase = a.dout + static_cast<size_t>(b) * T * a.C + static_cast<size_t>(h) * HS;
+    for (int i0 = j0; i0 <= ilast; i0 += kTile) {
+      const int nq = min(kTile, T - i0);
+      __syncthreads();  // the previous query tile's shared arrays are read
+      load_tile<R>(sQ, ld, qbase + i0 * W, W, nq, HS, a.scale);
+      load_tile<R>(sdO, ld, dobase + static_cast<size_t>(i0) * a.C, a.C, nq, HS, 1.f);
+      row_stats(sL, sD, a, b, h, i0, nq);
+      __syncthreads();
+      probs_and_grads<R>(sP, sdS, sQ, sK, sdO, sV, sL, sD, ld, HS, i0, j0, T, a.window, ty, tx);
+      __syncthreads();
+      for (int i = 0; i < kTile; ++i) {  // dV += P^T dO, dK += dS^T Qs
+        float g[NC], q[NC];
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
-          dv[r][c] = fmaf(p, g[c], dv[r][c]);
-          dk[r][c] = fmaf(ds, q[c], dk[r][c]);
+          const bool in = tx + 16 * c < HS;
+          g[c] = in ? sdO[i * ld + tx + 16 * c] : 0.f;
+          q[c] = in ? sQ[i * ld + tx + 16 * c] : 0.f;
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float p = sP[i * kPL + ty + 16 * r], ds = sdS[i * kPL + ty + 16 * r];
+#pragma unroll
+          for (int c = 0; c < NC; ++c) {
+            dv[r][c] = fmaf(p, g[c], dv[r][c]);
+            dk[r][c] = fmaf(ds, q[c], dk[r][c]);
+          }
         }
       }
     }
@@ -277,12 +307,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Args a) {
   for (int r = 0; r < 4; ++r) {
     const int jj = ty + 16 * r;
     if (jj >= nk) continue;
-    float* row = a.dqkv + (static_cast<size_t>(b) * T + j0 + jj) * C3 + static_cast<size_t>(h) * HS;
+    float* row = a.dqkv + pk.batch(a, b) + static_cast<size_t>(j0 + jj) * W;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       if (tx + 16 * c >= HS) continue;
-      row[a.C + tx + 16 * c] = dk[r][c];
-      row[2 * a.C + tx + 16 * c] = dv[r][c];
+      row[pk.key(a, kv) + tx + 16 * c] = dk[r][c];
+      row[pk.value(a, kv) + tx + 16 * c] = dv[r][c];
     }
   }
 }
@@ -295,10 +325,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Args a) {
   float *sdS = sV + kTile * ld, *sL = sdS + kTile * kPL, *sD = sL + kTile;
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
-  const size_t C3 = static_cast<size_t>(3) * a.C;
-  const float* base = a.qkv + static_cast<size_t>(b) * T * C3 + static_cast<size_t>(h) * HS;
+  const Packed pk(a);
+  const size_t W = pk.W;
+  const float* rows = a.qkv + pk.batch(a, b);
+  const float *kbase = rows + pk.key(a, h / pk.G), *vbase = rows + pk.value(a, h / pk.G);
   const int i0 = qt * kTile, nq = min(kTile, T - i0);
-  load_tile<R>(sQ, ld, base + i0 * C3, C3, nq, HS, a.scale);
+  load_tile<R>(sQ, ld, rows + pk.query(a, h) + i0 * W, W, nq, HS, a.scale);
   load_tile<R>(sdO, ld, a.dout + (static_cast<size_t>(b) * T + i0) * a.C + static_cast<size_t>(h) * HS, a.C, nq,
                HS, 1.f);
   row_stats(sL, sD, a, b, h, i0, nq);
@@ -311,8 +343,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Args a) {
   for (int j0 = (kfirst / kTile) * kTile; j0 <= klast; j0 += kTile) {
     const int nk = min(kTile, T - j0);
     __syncthreads();
-    load_tile<R>(sK, ld, base + a.C + j0 * C3, C3, nk, HS, 1.f);
-    load_tile<R>(sV, ld, base + 2 * a.C + j0 * C3, C3, nk, HS, 1.f);
+    load_tile<R>(sK, ld, kbase + j0 * W, W, nk, HS, 1.f);
+    load_tile<R>(sV, ld, vbase + j0 * W, W, nk, HS, 1.f);
     __syncthreads();
     probs_and_grads<R>(nullptr, sdS, sQ, sK, sdO, sV, sL, sD, ld, HS, i0, j0, T, a.window, ty, tx);
     __syncthreads();
@@ -322,7 +354,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Args a) {
   for (int r = 0; r < 4; ++r) {
     const int i = ty + 16 * r;
     if (i >= nq) continue;
-    float* row = a.dqkv + (static_cast<size_t>(b) * T + i0 + i) * C3 + static_cast<size_t>(h) * HS;
+    float* row = a.dqkv + pk.batch(a, b) + static_cast<size_t>(i0 + i) * W + pk.query(a, h);
 #pragma unroll
     for (int c = 0; c < NC; ++c)
       if (tx + 16 * c < HS) row[tx + 16 * c] = dq[r][c] * a.scale;
@@ -334,7 +366,7 @@ size_t fwd_smem(int HS) { return sizeof(float) * (3 * kTile * (HS + 1) + kTile *
 size_t dkdv_smem(int HS) { return sizeof(float) * (4 * kTile * (HS + 1) + 2 * kTile * kPL + 2 * kTile); }
 size_t dq_smem(int HS) { return sizeof(float) * (4 * kTile * (HS + 1) + kTile * kPL + 2 * kTile); }
 
-// Launches kernel K on (tiles, B*NH) blocks with `smem` bytes of dynamic shared memory (the opt-in
+// Launches kernel K on (tiles, BH) blocks with `smem` bytes of dynamic shared memory (the opt-in
 // above 48 KiB is set on every launch, to the largest head size's need: a host-side attribute write).
 template <typename K>
 void launch(K kernel, size_t max_smem, size_t smem, int tiles, int BH, const Args& a, Stream s) {
@@ -347,23 +379,25 @@ enum class Pass { kForward, kBackward };
 
 template <int NC, bool R>
 void run(Pass pass, const Args& a, int B, Stream s) {
-  const int HS = a.C / a.NH, tiles = (a.T + kTile - 1) / kTile, BH = B * a.NH;
+  const int HS = a.C / a.NH, tiles = (a.T + kTile - 1) / kTile;
   if (pass == Pass::kForward) {
-    launch(fwd_kernel<NC, R>, fwd_smem(kMaxHS), fwd_smem(HS), tiles, BH, a, s);
-  } else {
-    launch(bwd_dkdv_kernel<NC, R>, dkdv_smem(kMaxHS), dkdv_smem(HS), tiles, BH, a, s);
-    launch(bwd_dq_kernel<NC, R>, dq_smem(kMaxHS), dq_smem(HS), tiles, BH, a, s);
+    launch(fwd_kernel<NC, R>, fwd_smem(kMaxHS), fwd_smem(HS), tiles, B * a.NH, a, s);
+  } else {  // dK/dV per kv head, dQ per query head
+    launch(bwd_dkdv_kernel<NC, R>, dkdv_smem(kMaxHS), dkdv_smem(HS), tiles, B * a.NKV, a, s);
+    launch(bwd_dq_kernel<NC, R>, dq_smem(kMaxHS), dq_smem(HS), tiles, B * a.NH, a, s);
   }
 }
 
 template <bool R>
 void dispatch(Pass pass, const Args& a, int B, Stream s) {
   const int HS = a.C > 0 && a.NH > 0 ? a.C / a.NH : 0;
-  if (B <= 0 || a.T <= 0 || HS <= 0 || a.C % a.NH != 0 || a.window < 0 || HS > kMaxHS)
+  if (B <= 0 || a.T <= 0 || HS <= 0 || a.C % a.NH != 0 || a.NKV <= 0 || a.NH % a.NKV != 0 || a.window < 0 ||
+      HS > kMaxHS)
     device_call_failed(__FILE__, __LINE__, "attention shape check", 0,
                        ("B=" + std::to_string(B) + " T=" + std::to_string(a.T) + " C=" + std::to_string(a.C) +
-                        " NH=" + std::to_string(a.NH) + " window=" + std::to_string(a.window) +
-                        " (C divisible by NH, head size <= " + std::to_string(kMaxHS) + ", window >= 0)")
+                        " NH=" + std::to_string(a.NH) + " NKV=" + std::to_string(a.NKV) +
+                        " window=" + std::to_string(a.window) + " (C divisible by NH, NH by NKV, head size <= " +
+                        std::to_string(kMaxHS) + ", window >= 0)")
                            .c_str());
   if (HS <= 16) run<1, R>(pass, a, B, s);
   else if (HS <= 32) run<2, R>(pass, a, B, s);
@@ -371,29 +405,32 @@ void dispatch(Pass pass, const Args& a, int B, Stream s) {
   else run<8, R>(pass, a, B, s);
 }
 
-Args fwd_args(float* out, float* lse, const float* qkv, int T, int C, int NH, int window) {
-  return Args{nullptr, out, lse, qkv, nullptr, nullptr, nullptr, T, C, NH, window, 1.f / sqrtf(static_cast<float>(C / NH))};
+Args fwd_args(float* out, float* lse, const float* qkv, int T, int C, int NH, int NKV, int window) {
+  return Args{nullptr, out, lse, qkv, nullptr, nullptr, nullptr, T, C, NH, NKV, window,
+              1.f / sqrtf(static_cast<float>(C / NH))};
 }
 Args bwd_args(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int T, int C,
-              int NH, int window) {
-  return Args{dqkv, nullptr, nullptr, qkv, dout, out, lse, T, C, NH, window, 1.f / sqrtf(static_cast<float>(C / NH))};
+              int NH, int NKV, int window) {
+  return Args{dqkv, nullptr, nullptr, qkv, dout, out, lse, T, C, NH, NKV, window,
+              1.f / sqrtf(static_cast<float>(C / NH))};
 }
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window, Stream s) {
-  dispatch<false>(Pass::kForward, fwd_args(out, lse, qkv, T, C, NH, window), B, s);
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV, int window,
+                       Stream s) {
+  dispatch<false>(Pass::kForward, fwd_args(out, lse, qkv, T, C, NH, NKV, window), B, s);
 }
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH, int window, Stream s) {
-  dispatch<false>(Pass::kBackward, bwd_args(dqkv, dout, qkv, out, lse, T, C, NH, window), B, s);
+                        int B, int T, int C, int NH, int NKV, int window, Stream s) {
+  dispatch<false>(Pass::kBackward, bwd_args(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window), B, s);
 }
-void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window,
-                            Stream s) {
-  dispatch<true>(Pass::kForward, fwd_args(out, lse, qkv, T, C, NH, window), B, s);
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV,
+                            int window, Stream s) {
+  dispatch<true>(Pass::kForward, fwd_args(out, lse, qkv, T, C, NH, NKV, window), B, s);
 }
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                             int B, int T, int C, int NH, int window, Stream s) {
-  dispatch<true>(Pass::kBackward, bwd_args(dqkv, dout, qkv, out, lse, T, C, NH, window), B, s);
+                             int B, int T, int C, int NH, int NKV, int window, Stream s) {
+  dispatch<true>(Pass::kBackward, bwd_args(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window), B, s);
 }
 
 }  // namespace ms::cuda

@@ -1,4 +1,4 @@
-// layernorm.cu: LayerNorm forward/backward (eps 1e-5, biased variance), one warp per row; the
+// layernorm.cu: LayerNorm forward/backward (eps given, biased variance), one warp per row; the
 // weight/bias gradients through the deterministic column sums of common.cuh.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda_kernels.h"
@@ -10,7 +10,7 @@ using detail::warp_sum;
 constexpr int kWarps = 8;
 
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* w, const float* b, int N, int C) {
+                                         const float* w, const float* b, int N, int C, float eps) {
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= N) return;
   const float* x = inp + static_cast<size_t>(row) * C;
@@ -22,7 +22,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
     const float d = x[c] - m;
     v += d * d;
   }
-  const float r = 1.f / sqrtf(warp_sum(v) / C + 1e-5f);
+  const float r = 1.f / sqrtf(warp_sum(v) / C + eps);
   float* o = out + static_cast<size_t>(row) * C;
   for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * w[c] + b[c];
   if (lane == 0) {
@@ -67,9 +67,10 @@ struct Dout {
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, Stream s) {
+                       const float* bias, int N, int C, float eps, Stream s) {
   if (N <= 0) return;
-  layernorm_forward_kernel<<<detail::blocks_for(N, kWarps), 32 * kWarps, 0, st(s)>>>(out, mean, rstd, inp, weight, bias, N, C);
+  layernorm_forward_kernel<<<detail::blocks_for(N, kWarps), 32 * kWarps, 0, st(s)>>>(out, mean, rstd, inp, weight,
+                                                                                      bias, N, C, eps);
   MS_CUDA_CHECK_LAUNCH();
 }
 
