@@ -52,14 +52,14 @@ int main(int argc, char** argv) {
   double full_f = 0, full_b = 0;
   for (int w : {0, W}) {
     const int reps = 3;
-    fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);  // warm-up
+    fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH, w);  // warm-up
     double t0 = now(), c0 = cpu_now();
-    for (int r = 0; r < reps; ++r) fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, w);
+    for (int r = 0; r < reps; ++r) fwd(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH, w);
     const double tf = (now() - t0) / reps, cf = (cpu_now() - c0) / reps;
-    bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, NH, w);
     t0 = now();
     c0 = cpu_now();
-    for (int r = 0; r < reps; ++r) bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, w);
+    for (int r = 0; r < reps; ++r) bwd(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, NH, w);
     const double tb = (now() - t0) / reps, cb = (cpu_now() - c0) / reps;
     const double np = pairs(T, w) * B * NH;
     if (w == 0) { full_f = cf; full_b = cb; }

@@ -57,7 +57,7 @@ TEST_F(InitFrom, TrainsFromAHuggingFaceFolderAndExportsLlama) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("weights from " + dir + "/hf"), std::string::npos) << r.output;
   const auto resolved = slurp(dir + "/run/config.resolved.toml");
-  EXPECT_NE(resolved.find("norm = \"rmsnorm\""), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("norm = 'rmsnorm'"), std::string::npos) << resolved;
   EXPECT_NE(resolved.find("n_kv_head = 2"), std::string::npos) << resolved;
   const auto cfg = nlohmann::json::parse(slurp(dir + "/run/model/config.json"));
   EXPECT_EQ(cfg["architectures"][0], "LlamaForCausalLM");

@@ -37,18 +37,22 @@ using ms::testing::with_threads;
 
 struct Shape {
   int B, T, C, NH, window;
+  int NKV = 0;  // key/value heads (0: NH, multi-head attention)
+  int kv() const { return NKV > 0 ? NKV : NH; }
+  int width() const { return C + 2 * kv() * (C / NH); }  // a packed q|k|v row
   std::string str() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) + " NH=" +
-           std::to_string(NH) + " window=" + std::to_string(window);
+           std::to_string(NH) + " NKV=" + std::to_string(kv()) + " window=" + std::to_string(window);
   }
 };
 
 bool attends(int t, int j, int window) { return j <= t && (window == 0 || j > t - window); }
 
 // Naive attention in double with the full score matrix. out (B,T,C), lse (B,NH,T).
+// Grouped queries: query head h reads key/value head h / (NH / NKV) (Hugging Face's repeat_kv).
 void attention_forward_ref(std::vector<double>& out, std::vector<double>& lse, const std::vector<double>& qkv,
                            const Shape& s) {
-  const int HS = s.C / s.NH, C3 = 3 * s.C;
+  const int HS = s.C / s.NH, C3 = s.width(), r = s.NH / s.kv();
   const double scale = 1.0 / std::sqrt((double)HS);
   out.assign((size_t)s.B * s.T * s.C, 0.0);
   lse.assign((size_t)s.B * s.NH * s.T, 0.0);
@@ -61,7 +65,7 @@ void attention_forward_ref(std::vector<double>& out, std::vector<double>& lse, c
         for (int j = 0; j < s.T; ++j) {
           S[j] = -INFINITY;
           if (!attends(t, j, s.window)) continue;
-          const double* k = &qkv[((size_t)b * s.T + j) * C3 + s.C + h * HS];
+          const double* k = &qkv[((size_t)b * s.T + j) * C3 + s.C + (h / r) * HS];
           double d = 0;
           for (int x = 0; x < HS; ++x) d += q[x] * k[x];
           S[j] = d * scale;
@@ -73,7 +77,7 @@ void attention_forward_ref(std::vector<double>& out, std::vector<double>& lse, c
         for (int j = 0; j < s.T; ++j) {
           if (!attends(t, j, s.window)) continue;
           const double p = std::exp(S[j] - mx) / sum;
-          const double* v = &qkv[((size_t)b * s.T + j) * C3 + 2 * s.C + h * HS];
+          const double* v = &qkv[((size_t)b * s.T + j) * C3 + s.C + (s.kv() + h / r) * HS];
           for (int x = 0; x < HS; ++x) o[x] += p * v[x];
         }
         lse[((size_t)b * s.NH + h) * s.T + t] = mx + std::log(sum);
@@ -83,7 +87,7 @@ void attention_forward_ref(std::vector<double>& out, std::vector<double>& lse, c
 // Naive analytic gradient of sum(out * dout) wrt qkv, in double.
 void attention_backward_ref(std::vector<double>& dqkv, const std::vector<double>& dout, const std::vector<double>& qkv,
                             const Shape& s) {
-  const int HS = s.C / s.NH, C3 = 3 * s.C;
+  const int HS = s.C / s.NH, C3 = s.width(), r = s.NH / s.kv();
   const double scale = 1.0 / std::sqrt((double)HS);
   dqkv.assign((size_t)s.B * s.T * C3, 0.0);
   std::vector<double> P(s.T), dP(s.T);
@@ -91,9 +95,10 @@ void attention_backward_ref(std::vector<double>& dqkv, const std::vector<double>
     for (int h = 0; h < s.NH; ++h)
       for (int t = 0; t < s.T; ++t) {
         auto q = [&](int i) { return &qkv[((size_t)b * s.T + i) * C3 + h * HS]; };
-        auto k = [&](int i) { return &qkv[((size_t)b * s.T + i) * C3 + s.C + h * HS]; };
-        auto v = [&](int i) { return &qkv[((size_t)b * s.T + i) * C3 + 2 * s.C + h * HS]; };
-        auto d = [&](int i, int part) { return &dqkv[((size_t)b * s.T + i) * C3 + part * s.C + h * HS]; };
+        const int kofs = s.C + (h / r) * HS, vofs = s.C + (s.kv() + h / r) * HS, ofs[3] = {h * HS, kofs, vofs};
+        auto k = [&](int i) { return &qkv[((size_t)b * s.T + i) * C3 + kofs]; };
+        auto v = [&](int i) { return &qkv[((size_t)b * s.T + i) * C3 + vofs]; };
+        auto d = [&](int i, int part) { return &dqkv[((size_t)b * s.T + i) * C3 + ofs[part]]; };
         const double* g = &dout[((size_t)b * s.T + t) * s.C + h * HS];
         double mx = -INFINITY;
         for (int j = 0; j < s.T; ++j) {
@@ -137,12 +142,12 @@ struct AttnResult {
 AttnResult run_kernels(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& s,
                        bool bf16 = false) {
   AttnResult r{std::vector<float>((size_t)s.B * s.T * s.C), std::vector<float>((size_t)s.B * s.NH * s.T),
-        std::vector<float>((size_t)s.B * s.T * 3 * s.C, NAN)};
+        std::vector<float>((size_t)s.B * s.T * s.width(), NAN)};
   (bf16 ? ms::attention_forward_bf16 : ms::attention_forward)(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T,
-                                                              s.C, s.NH, s.window);
+                                                              s.C, s.NH, s.kv(), s.window);
   (bf16 ? ms::attention_backward_bf16 : ms::attention_backward)(r.dqkv.data(), dout.data(), qkv.data(),
                                                                 r.out.data(), r.lse.data(), s.B, s.T, s.C, s.NH,
-                                                                s.window);
+                                                                s.kv(), s.window);
   return r;
 }
 
@@ -160,9 +165,9 @@ double relative_l2_error(const std::vector<float>& got, const std::vector<double
 // so with scores in the hundreds (qk_range 6) the bounds grow with qk_range / 2.
 void check_bf16_against_reference(const Shape& s, uint64_t seed, float qk_range = 1.0f) {
   Rng rng(seed);
-  auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C);
-  for (size_t r = 0; r < (size_t)s.B * s.T; ++r)
-    for (int c = 0; c < 2 * s.C; ++c) qkv[r * 3 * s.C + c] *= qk_range;
+  auto qkv = rng.vec((size_t)s.B * s.T * s.width());
+  for (size_t r = 0; r < (size_t)s.B * s.T; ++r)  // queries and keys
+    for (int c = 0; c < s.C + s.kv() * (s.C / s.NH); ++c) qkv[r * s.width() + c] *= qk_range;
   const auto dout = rng.vec((size_t)s.B * s.T * s.C);
   const AttnResult r = run_kernels(qkv, dout, s, /*bf16=*/true);
   std::vector<double> out, lse, dqkv;
@@ -177,10 +182,10 @@ void check_bf16_against_reference(const Shape& s, uint64_t seed, float qk_range 
 void check_against_reference(const Shape& s, uint64_t seed, float qk_range = 1.0f) {
   check_bf16_against_reference(s, seed, qk_range);
   Rng rng(seed);
-  auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C);
+  auto qkv = rng.vec((size_t)s.B * s.T * s.width());
   // Scale q and k so that scores span a wide range (exercises the online-softmax rescaling).
   for (size_t r = 0; r < (size_t)s.B * s.T; ++r)
-    for (int c = 0; c < 2 * s.C; ++c) qkv[r * 3 * s.C + c] *= qk_range;
+    for (int c = 0; c < s.C + s.kv() * (s.C / s.NH); ++c) qkv[r * s.width() + c] *= qk_range;
   const auto dout = rng.vec((size_t)s.B * s.T * s.C);
   const AttnResult r = run_kernels(qkv, dout, s);
   std::vector<double> out, lse, dqkv;
@@ -310,10 +315,94 @@ TEST(Attention, NanInputsDoNotLeakIntoLaterCalls) {
   });
 }
 
+// Grouped-query and multi-query attention (NKV < NH key/value heads) against the naive reference
+// (which expands the kv heads), fp32 and bf16, full and sliding, odd T and several tiles.
+TEST(Attention, GroupedQueriesMatchNaiveReference) {
+  for (int nkv : {1, 2, 4})
+    for (int w : {0, 5, 70}) {
+      Shape s{2, 75, 64, 8, w};
+      s.NKV = nkv;
+      check_against_reference(s, 1000 + 10 * nkv + w);
+    }
+  Shape big{1, 150, 128, 2, 0};  // HS = 64, the register-blocked path; multi-query
+  big.NKV = 1;
+  check_against_reference(big, 1100, 6.0f);
+}
+
+TEST(Attention, GroupedQueriesBackwardMatchesFiniteDifferences) {
+  for (int w : {0, 3}) {
+    Shape s{1, 9, 8, 4, w};
+    s.NKV = 2;
+    Rng rng(1200 + w);
+    const auto qkv = rng.vec((size_t)s.B * s.T * s.width()), dout = rng.vec((size_t)s.B * s.T * s.C);
+    const AttnResult r = run_kernels(qkv, dout, s);
+    const auto g = to_double(dout);
+    auto loss = [&](const std::vector<double>& x) {
+      std::vector<double> out, lse;
+      attention_forward_ref(out, lse, x, s);
+      double sum = 0;
+      for (size_t i = 0; i < out.size(); ++i) sum += out[i] * g[i];
+      return sum;
+    };
+    expect_close(r.dqkv, ms::testing::finite_diff(to_double(qkv), loss), 1e-4, 1e-5, "GQA dqkv vs FD " + s.str());
+  }
+}
+
+// The grouped kernels against the multi-head kernels on the same inputs with each kv head copied to
+// its query heads: out, lse and dq bit for bit (the same arithmetic per head), dk and dv the sums of
+// the copies' gradients (fp32 association: 1e-6 relative); and independent of the thread count.
+TEST(Attention, GroupedQueriesAreMultiHeadOnCopiedKeysAndValues) {
+  for (bool bf16 : {false, true}) {
+    Shape g{2, 130, 64, 8, 40};
+    g.NKV = 2;
+    const Shape m{g.B, g.T, g.C, g.NH, g.window};
+    const int HS = g.C / g.NH, r = g.NH / g.NKV;
+    Rng rng(1300);
+    const auto qkv = rng.vec((size_t)g.B * g.T * g.width()), dout = rng.vec((size_t)g.B * g.T * g.C);
+    std::vector<float> wide((size_t)m.B * m.T * m.width());
+    for (int bt = 0; bt < g.B * g.T; ++bt) {
+      const float* src = &qkv[(size_t)bt * g.width()];
+      float* dst = &wide[(size_t)bt * m.width()];
+      std::copy(src, src + g.C, dst);
+      for (int h = 0; h < g.NH; ++h)
+        for (int part = 1; part <= 2; ++part)
+          std::copy_n(src + g.C + ((part - 1) * g.NKV + h / r) * HS, HS, dst + part * g.C + h * HS);
+    }
+    AttnResult a, b;
+    with_threads(2, [&] { a = run_kernels(qkv, dout, g, bf16); });
+    with_threads(2, [&] { b = run_kernels(wide, dout, m, bf16); });
+    const std::string tag = bf16 ? " bf16" : " fp32";
+    expect_bitwise_equal(a.out, b.out, "out" + tag);
+    expect_bitwise_equal(a.lse, b.lse, "lse" + tag);
+    std::vector<float> dq_a, dq_b;
+    std::vector<double> dkv_sum, dkv_got;
+    for (int bt = 0; bt < g.B * g.T; ++bt) {
+      dq_a.insert(dq_a.end(), &a.dqkv[(size_t)bt * g.width()], &a.dqkv[(size_t)bt * g.width()] + g.C);
+      dq_b.insert(dq_b.end(), &b.dqkv[(size_t)bt * m.width()], &b.dqkv[(size_t)bt * m.width()] + g.C);
+      for (int part = 1; part <= 2; ++part)
+        for (int kvh = 0; kvh < g.NKV; ++kvh)
+          for (int x = 0; x < HS; ++x) {
+            double sum = 0;
+            for (int h = kvh * r; h < (kvh + 1) * r; ++h) sum += b.dqkv[(size_t)bt * m.width() + part * g.C + h * HS + x];
+            dkv_sum.push_back(sum);
+            dkv_got.push_back(a.dqkv[(size_t)bt * g.width() + g.C + ((part - 1) * g.NKV + kvh) * HS + x]);
+          }
+    }
+    expect_bitwise_equal(dq_a, dq_b, "dq" + tag);
+    expect_close(std::vector<float>(dkv_got.begin(), dkv_got.end()), dkv_sum, 1e-6, 1e-6, "dk, dv" + tag);
+    AttnResult one;
+    with_threads(1, [&] { one = run_kernels(qkv, dout, g, bf16); });
+    expect_bitwise_equal(a.dqkv, one.dqkv, "dqkv threads 1 vs 2" + tag);
+  }
+}
+
 TEST(Attention, RejectsBadShapes) {
   std::vector<float> buf(3 * 64 * 64, 0.0f), lse(64);
-  EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 10, 3, 0), ms::Error);  // C % NH
-  EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 12, 3, -1), ms::Error);  // window
+  EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 10, 3, 3, 0), ms::Error);  // C % NH
+  EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 12, 3, 3, -1), ms::Error);  // window
+  EXPECT_THROW(ms::attention_forward(buf.data(), lse.data(), buf.data(), 1, 4, 12, 3, 2, 0), ms::Error);  // NH % NKV
+  EXPECT_THROW(ms::attention_backward(buf.data(), buf.data(), buf.data(), buf.data(), lse.data(), 1, 4, 12, 4, 0, 0),
+               ms::Error);  // NKV = 0
 }
 
 TEST(AttentionBf16, RunsOnTheDotProductUnitsWhenPresent) {

@@ -590,9 +590,10 @@ void check_attention(bool bf16) {
     const size_t n3 = static_cast<size_t>(s.B) * s.T * 3 * s.C, no = n3 / 3, nl = static_cast<size_t>(s.B) * s.NH * s.T;
     const auto qkv = randn(n3), dout = randn(no);
     std::vector<float> rout(no), rlse(nl), rdqkv(n3);
-    (bf16 ? attention_forward_bf16 : attention_forward)(rout.data(), rlse.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.W);
+    (bf16 ? attention_forward_bf16 : attention_forward)(rout.data(), rlse.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.NH,
+                                                        s.W);
     (bf16 ? attention_backward_bf16 : attention_backward)(rdqkv.data(), dout.data(), qkv.data(), rout.data(),
-                                                          rlse.data(), s.B, s.T, s.C, s.NH, s.W);
+                                                          rlse.data(), s.B, s.T, s.C, s.NH, s.NH, s.W);
     auto d_qkv = up(qkv), d_dout = up(dout), d_rout = up(rout), d_rlse = up(rlse);
     const auto run = [&](int W) {
       return twice([&] {

@@ -102,12 +102,12 @@ TEST(KernelsVsPyTorch, AllKernelsMatchTorchFloat64) {
   for (int window : {0, 17}) {
     auto qkv = rng.vec((size_t)N * 3 * C, -1, 1);
     std::vector<float> out((size_t)N * C), lse((size_t)B * NH * T), dqkv((size_t)N * 3 * C);
-    ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, window);
-    ms::attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, window);
+    ms::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH, window);
+    ms::attention_backward(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, NH, window);
     const std::string w = std::to_string(window);
     dump("at_qkv_" + w, qkv), dump("at_out_" + w, out), dump("at_lse_" + w, lse), dump("at_dqkv_" + w, dqkv);
-    ms::attention_forward_bf16(out.data(), lse.data(), qkv.data(), B, T, C, NH, window);
-    ms::attention_backward_bf16(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, window);
+    ms::attention_forward_bf16(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH, window);
+    ms::attention_backward_bf16(dqkv.data(), g.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, NH, window);
     dump("at16_out_" + w, out), dump("at16_lse_" + w, lse), dump("at16_dqkv_" + w, dqkv);
   }
   {  // cross-entropy; every 9th row ignored

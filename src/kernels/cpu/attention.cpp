@@ -129,12 +129,12 @@ MS_AI void prefetch_rows(const float* src, size_t stride, int n, int HS) {
 
 size_t fwd_scratch_size(int HS) { return (size_t)4 * kTile * HS + kTile * kTile + 2 * kTile; }
 
-// One forward task: query tile qt of head h of batch row b.
+// One forward task: query tile qt of head h of batch row b (its keys and values: kv head h / (NH/NKV)).
 template <class Isa>
-MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int NH, int window, int b,
+MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int NH, int NKV, int window, int b,
                     int h, int qt, float* scratch) {
   const int HS = C / NH;
-  const size_t C3 = (size_t)3 * C;
+  const size_t C3 = (size_t)C + 2 * (size_t)NKV * HS;  // a packed q|k|v row
   const float scale = 1.0f / std::sqrt((float)HS);
   float* Qs = scratch;              // kTile x HS, pre-scaled queries
   float* Kt = Qs + kTile * HS;      // HS x kTile, keys transposed
@@ -144,6 +144,8 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
   float* m = S + kTile * kTile;     // running max per row
   float* l = m + kTile;             // running sum per row
   const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+  const float* kbase = qkv + (size_t)b * T * C3 + C + (size_t)(h / (NH / NKV)) * HS;  // its key head
+  const float* vbase = kbase + (size_t)NKV * HS;                                       // its value head
   const int i0 = qt * kTile, nq = std::min(kTile, T - i0);
 
   load_rows(Qs, base + i0 * C3, C3, nq, nq, HS, scale);
@@ -153,12 +155,12 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
   const int kfirst = window > 0 ? std::max(0, i0 - window + 1) : 0, klast = i0 + nq - 1;
   for (int kt = kfirst / kTile; kt * kTile <= klast; ++kt) {
     const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
-    load_transposed(Kt, base + C + j0 * C3, C3, nk, HS);
-    load_rows(V, base + 2 * C + j0 * C3, C3, nk, kTile, HS, 1.0f);
+    load_transposed(Kt, kbase + j0 * C3, C3, nk, HS);
+    load_rows(V, vbase + j0 * C3, C3, nk, kTile, HS, 1.0f);
     if ((kt + 1) * kTile <= klast) {  // K and V rows of the next key tile
       const int nk1 = std::min(kTile, T - j0 - kTile);
-      prefetch_rows(base + C + (j0 + kTile) * C3, C3, nk1, HS);
-      prefetch_rows(base + 2 * C + (j0 + kTile) * C3, C3, nk1, HS);
+      prefetch_rows(kbase + (j0 + kTile) * C3, C3, nk1, HS);
+      prefetch_rows(vbase + (j0 + kTile) * C3, C3, nk1, HS);
     }
     gemm<Isa>(S, kTile, Qs, HS, 1, Kt, kTile, nq, kTile, HS, false);
     for (int i = 0; i < nq; ++i) {
@@ -174,109 +176,124 @@ MS_AI void fwd_task(float* out, float* lse, const float* qkv, int T, int C, int 
                lse + ((size_t)b * NH + h) * T + i0 + i);
 }
 
-MS_TARGET_AVX512 void fwd_task_avx512(float* out, float* lse, const float* qkv, int T, int C, int NH,
+MS_TARGET_AVX512 void fwd_task_avx512(float* out, float* lse, const float* qkv, int T, int C, int NH, int NKV,
                                       int window, int b, int h, int qt, float* scratch) {
-  fwd_task<IsaAvx512>(out, lse, qkv, T, C, NH, window, b, h, qt, scratch);
+  fwd_task<IsaAvx512>(out, lse, qkv, T, C, NH, NKV, window, b, h, qt, scratch);
 }
-void fwd_task_generic(float* out, float* lse, const float* qkv, int T, int C, int NH, int window, int b,
+void fwd_task_generic(float* out, float* lse, const float* qkv, int T, int C, int NH, int NKV, int window, int b,
                       int h, int qt, float* scratch) {
-  fwd_task<IsaGeneric>(out, lse, qkv, T, C, NH, window, b, h, qt, scratch);
+  fwd_task<IsaGeneric>(out, lse, qkv, T, C, NH, NKV, window, b, h, qt, scratch);
 }
 
-size_t bwd_scratch_size(int HS, int T) { return (size_t)5 * kTile * HS + 2 * kTile * kTile + (size_t)3 * T * HS + T; }
+// Rows of the group's dK / dV accumulators: T rounded up to whole key tiles (a tile's product
+// writes kTile rows).
+int padded_rows(int T) { return (T + kTile - 1) / kTile * kTile; }
+size_t bwd_scratch_size(int HS, int T) {
+  return (size_t)3 * kTile * HS + 2 * kTile * kTile + (size_t)3 * T * HS + T + (size_t)2 * padded_rows(T) * HS;
+}
 
-// One backward task: all of head h of batch row b. The head's queries, dout and dq are packed
+// One backward task: all query heads of key/value head g of batch row b, in order (the r = NH/NKV
+// heads that share it; r = 1 without grouped queries). Each head's queries, dout and dq are packed
 // into contiguous per-thread scratch (T x HS each) so that the inner loops never touch the
-// strided (B,T,3C) arrays; dq is written to dqkv once at the end.
+// strided (B,T,QKV) arrays; dq is written to dqkv once per head. dK and dV accumulate over the
+// group's heads in the group's accumulators (zeroed once: with r = 1 each element is the sum it
+// was per key tile) and are written once at the end.
 template <class Isa>
 MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                    int T, int C, int NH, int window, int b, int h, float* scratch) {
-  const int HS = C / NH;
-  const size_t C3 = (size_t)3 * C;
+                    int T, int C, int NH, int NKV, int window, int b, int g, float* scratch) {
+  const int HS = C / NH, r = NH / NKV;
+  const size_t C3 = (size_t)C + 2 * (size_t)NKV * HS;  // a packed q|k|v row
   const float scale = 1.0f / std::sqrt((float)HS);
   float* Kt = scratch;                   // HS x kTile, keys transposed
   float* Ks = Kt + HS * kTile;           // kTile x HS, keys * scale
   float* Vt = Ks + kTile * HS;           // HS x kTile, values transposed
-  float* dK = Vt + HS * kTile;           // kTile x HS
-  float* dV = dK + kTile * HS;           // kTile x HS
-  float* P = dV + kTile * HS;            // kTile x kTile
+  float* P = Vt + HS * kTile;            // kTile x kTile
   float* dS = P + kTile * kTile;         // kTile x kTile
   float* Qs = dS + kTile * kTile;        // T x HS, queries * scale
   float* dO = Qs + (size_t)T * HS;       // T x HS
   float* dQ = dO + (size_t)T * HS;       // T x HS
   float* D = dQ + (size_t)T * HS;        // T
-  const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-  float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-  const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
-  const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
-  const float* L = lse + ((size_t)b * NH + h) * T;
+  float* dKg = D + T;                    // padded_rows(T) x HS, the group's dK
+  float* dVg = dKg + (size_t)padded_rows(T) * HS;
+  const float* kbase = qkv + (size_t)b * T * C3 + C + (size_t)g * HS;
+  const float* vbase = kbase + (size_t)NKV * HS;
+  float* dkbase = dqkv + (size_t)b * T * C3 + C + (size_t)g * HS;
+  float* dvbase = dkbase + (size_t)NKV * HS;
+  std::memset(dKg, 0, sizeof(float) * 2 * padded_rows(T) * HS);
+  for (int h = g * r; h < (g + 1) * r; ++h) {
+    const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
+    const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const float* L = lse + ((size_t)b * NH + h) * T;
 
-  load_rows(Qs, base, C3, T, T, HS, scale);
-  load_rows(dO, dobase, C, T, T, HS, 1.0f);
-  std::memset(dQ, 0, sizeof(float) * T * HS);
-  for (int t = 0; t < T; ++t) {
-    const float* o = obase + (size_t)t * C;
-    const float* g = dO + (size_t)t * HS;
-    float s = 0.0f;
+    load_rows(Qs, base, C3, T, T, HS, scale);
+    load_rows(dO, dobase, C, T, T, HS, 1.0f);
+    std::memset(dQ, 0, sizeof(float) * T * HS);
+    for (int t = 0; t < T; ++t) {
+      const float* o = obase + (size_t)t * C;
+      const float* go = dO + (size_t)t * HS;
+      float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int d = 0; d < HS; ++d) s += g[d] * o[d];
-    D[t] = s;
-  }
+      for (int d = 0; d < HS; ++d) s += go[d] * o[d];
+      D[t] = s;
+    }
 
-  const int ntiles = (T + kTile - 1) / kTile;
-  for (int kt = 0; kt < ntiles; ++kt) {
-    const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
-    load_transposed(Kt, base + C + j0 * C3, C3, nk, HS);
-    load_rows(Ks, base + C + j0 * C3, C3, nk, kTile, HS, scale);
-    load_transposed(Vt, base + 2 * C + j0 * C3, C3, nk, HS);
-    if (kt + 1 < ntiles) {  // K and V rows of the next key tile
-      const int nk1 = std::min(kTile, T - j0 - kTile);
-      prefetch_rows(base + C + (j0 + kTile) * C3, C3, nk1, HS);
-      prefetch_rows(base + 2 * C + (j0 + kTile) * C3, C3, nk1, HS);
-    }
-    std::memset(dK, 0, sizeof(float) * kTile * HS);
-    std::memset(dV, 0, sizeof(float) * kTile * HS);
-    const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
-    for (int qt = kt; qt * kTile <= ilast; ++qt) {
-      const int i0 = qt * kTile, nq = std::min(kTile, T - i0);
-      const float* Qi = Qs + (size_t)i0 * HS;
-      const float* dOi = dO + (size_t)i0 * HS;
-      gemm<Isa>(P, kTile, Qi, HS, 1, Kt, kTile, nq, kTile, HS, false);  // scores
-      for (int i = 0; i < nq; ++i) {
-        float* prow = P + i * kTile;
-        int lo, hi;
-        band(i0 + i, j0, nk, window, lo, hi);
-        band_exp(prow, lo, hi, L[i0 + i]);
+    const int ntiles = (T + kTile - 1) / kTile;
+    for (int kt = 0; kt < ntiles; ++kt) {
+      const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
+      load_transposed(Kt, kbase + j0 * C3, C3, nk, HS);
+      load_rows(Ks, kbase + j0 * C3, C3, nk, kTile, HS, scale);
+      load_transposed(Vt, vbase + j0 * C3, C3, nk, HS);
+      if (kt + 1 < ntiles) {  // K and V rows of the next key tile
+        const int nk1 = std::min(kTile, T - j0 - kTile);
+        prefetch_rows(kbase + (j0 + kTile) * C3, C3, nk1, HS);
+        prefetch_rows(vbase + (j0 + kTile) * C3, C3, nk1, HS);
       }
-      gemm<Isa>(dV, HS, P, 1, kTile, dOi, HS, kTile, HS, nq, true);      // dV += P^T dO
-      gemm<Isa>(dS, kTile, dOi, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T
-      for (int i = 0; i < nq; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
-      gemm<Isa>(dQ + (size_t)i0 * HS, HS, dS, kTile, 1, Ks, HS, nq, HS, kTile, true);  // dQ += dS K*s
-      gemm<Isa>(dK, HS, dS, 1, kTile, Qi, HS, kTile, HS, nq, true);                    // dK += dS^T Q*s
+      float* dK = dKg + (size_t)j0 * HS;  // kTile x HS of the group's accumulators
+      float* dV = dVg + (size_t)j0 * HS;
+      const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
+      for (int qt = kt; qt * kTile <= ilast; ++qt) {
+        const int i0 = qt * kTile, nq = std::min(kTile, T - i0);
+        const float* Qi = Qs + (size_t)i0 * HS;
+        const float* dOi = dO + (size_t)i0 * HS;
+        gemm<Isa>(P, kTile, Qi, HS, 1, Kt, kTile, nq, kTile, HS, false);  // scores
+        for (int i = 0; i < nq; ++i) {
+          float* prow = P + i * kTile;
+          int lo, hi;
+          band(i0 + i, j0, nk, window, lo, hi);
+          band_exp(prow, lo, hi, L[i0 + i]);
+        }
+        gemm<Isa>(dV, HS, P, 1, kTile, dOi, HS, kTile, HS, nq, true);      // dV += P^T dO
+        gemm<Isa>(dS, kTile, dOi, HS, 1, Vt, kTile, nq, kTile, HS, false);  // dP = dO V^T
+        for (int i = 0; i < nq; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
+        gemm<Isa>(dQ + (size_t)i0 * HS, HS, dS, kTile, 1, Ks, HS, nq, HS, kTile, true);  // dQ += dS K*s
+        gemm<Isa>(dK, HS, dS, 1, kTile, Qi, HS, kTile, HS, nq, true);                    // dK += dS^T Q*s
+      }
     }
-    for (int jj = 0; jj < nk; ++jj) {
-      std::memcpy(dbase + C + (j0 + jj) * C3, dK + (size_t)jj * HS, sizeof(float) * HS);
-      std::memcpy(dbase + 2 * C + (j0 + jj) * C3, dV + (size_t)jj * HS, sizeof(float) * HS);
-    }
+    for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HS, sizeof(float) * HS);
+  }  // query heads of the group
+  for (int t = 0; t < T; ++t) {
+    std::memcpy(dkbase + t * C3, dKg + (size_t)t * HS, sizeof(float) * HS);
+    std::memcpy(dvbase + t * C3, dVg + (size_t)t * HS, sizeof(float) * HS);
   }
-  for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HS, sizeof(float) * HS);
 }
 
 MS_TARGET_AVX512 void bwd_task_avx512(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                      const float* lse, int T, int C, int NH, int window, int b, int h,
+                                      const float* lse, int T, int C, int NH, int NKV, int window, int b, int g,
                                       float* scratch) {
-  bwd_task<IsaAvx512>(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+  bwd_task<IsaAvx512>(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window, b, g, scratch);
 }
 void bwd_task_generic(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                      int T, int C, int NH, int window, int b, int h, float* scratch) {
-  bwd_task<IsaGeneric>(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+                      int T, int C, int NH, int NKV, int window, int b, int g, float* scratch) {
+  bwd_task<IsaGeneric>(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window, b, g, scratch);
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window) {
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV, int window) {
   KernelTimeScope timing(KernelId::kAttentionForward);
-  check_shapes(B, T, C, NH, window);
+  check_shapes(B, T, C, NH, NKV, window);
   const int HS = C / NH, ntiles = (T + kTile - 1) / kTile, BH = B * NH;
   const long ntasks = (long)BH * ntiles;
   const bool avx = use_avx512();
@@ -289,20 +306,21 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
       // Head-major order: consecutive tasks reuse the head's K/V rows from cache.
       const int bh = (int)(task / ntiles), qt = ntiles - 1 - (int)(task % ntiles);
       const int b = bh / NH, h = bh % NH;
-      if (avx) fwd_task_avx512(out, lse, qkv, T, C, NH, window, b, h, qt, scratch);
-      else fwd_task_generic(out, lse, qkv, T, C, NH, window, b, h, qt, scratch);
+      if (avx) fwd_task_avx512(out, lse, qkv, T, C, NH, NKV, window, b, h, qt, scratch);
+      else fwd_task_generic(out, lse, qkv, T, C, NH, NKV, window, b, h, qt, scratch);
     }
   }
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH, int window) {
+                        const float* lse, int B, int T, int C, int NH, int NKV, int window) {
   KernelTimeScope timing(KernelId::kAttentionBackward);
-  check_shapes(B, T, C, NH, window);
+  check_shapes(B, T, C, NH, NKV, window);
   const bool avx = use_avx512();
-  parallel_over_heads(B, NH, bwd_scratch_size(C / NH, T), [&](int b, int h, float* scratch) {
-    if (avx) bwd_task_avx512(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
-    else bwd_task_generic(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+  // One task per (b, key/value head): its query heads' dK, dV contributions meet in one thread.
+  parallel_over_heads(B, NKV, bwd_scratch_size(C / NH, T), [&](int b, int g, float* scratch) {
+    if (avx) bwd_task_avx512(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window, b, g, scratch);
+    else bwd_task_generic(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window, b, g, scratch);
   });
 }
 

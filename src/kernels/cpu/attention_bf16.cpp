@@ -1,7 +1,8 @@
 // attention_bf16.cpp: flash-style attention with its tile products on the CPU's bf16 dot-product
 // units (AVX512-BF16 vdpbf16ps: bf16 x bf16 products, exact in fp32, accumulated in fp32), the
 // online softmax and every elementwise step in fp32 (see attention.h).
-// Layout of the work: one task per (b, h), forward and backward. A task first packs the head's
+// Layout of the work: one task per (b, h) forward, per (b, key/value head) backward (its query
+// heads in order, their dK and dV summed in the group's accumulators). A task first packs the head's
 // operands once into per-thread scratch in the layouts the micro-kernel reads: row-major bf16 (the
 // A operand, k contiguous), pair-interleaved "VNNI" bf16 (the B operand: element (2p, n) and
 // (2p+1, n) side by side in one 32-bit lane), and transposes; every tile product then runs on
@@ -175,14 +176,14 @@ size_t fwd_scratch_floats(int HSp, int Tp) {
 size_t bwd_scratch_floats(int HSp, int Tp) {
   const size_t head = (size_t)Tp * HSp * 2;
   const size_t bytes = 8 * head + (size_t)Tp * HSp * 4 + (size_t)Tp * 4 + 2 * kTile * kTile * 4 +
-                       2 * kTile * kTile * 2 + 2 * kTile * kTile * 4 + 2 * (size_t)HSp * kTile * 4 + 16 * 64;
+                       2 * kTile * kTile * 2 + 2 * kTile * kTile * 4 + 2 * (size_t)HSp * Tp * 4 + 16 * 64;
   return bytes / 4 + 16;
 }
 
-MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, int C, int NH, int window, int b,
-                             int h, float* scratch) {
+MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, int C, int NH, int NKV, int window,
+                             int b, int h, float* scratch) {
   const int HS = C / NH, HSp = round_up(HS, 16), ntiles = (T + kTile - 1) / kTile, Tp = ntiles * kTile;
-  const size_t C3 = (size_t)3 * C;
+  const size_t C3 = (size_t)C + 2 * (size_t)NKV * HS;  // a packed q|k|v row
   const float scale = 1.0f / std::sqrt((float)HS);
   Carver carve(scratch);
   bf16_t* Qb = carve.take<bf16_t>((size_t)Tp * HSp);     // queries * scale, row-major
@@ -195,11 +196,13 @@ MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, in
   float* m = carve.take<float>(kTile);                      // running max per row
   float* l = carve.take<float>(kTile);                      // running sum per row
   const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+  const float* kbase = qkv + (size_t)b * T * C3 + C + (size_t)(h / (NH / NKV)) * HS;  // its key head
+  const float* vbase = kbase + (size_t)NKV * HS;                                       // its value head
 
   pack_rows(Qb, HSp, base, C3, T, Tp, HS, scale);
-  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, 1.0f);
+  pack_rows(tmp, HSp, kbase, C3, T, Tp, HS, 1.0f);
   pack_pairs_transposed(KT, Tp, tmp, HSp, Tp);
-  pack_rows(tmp, HSp, base + 2 * C, C3, T, Tp, HS, 1.0f);
+  pack_rows(tmp, HSp, vbase, C3, T, Tp, HS, 1.0f);
   pack_pairs(Vv, tmp, HSp, Tp);
 
   for (int qt = 0; qt < ntiles; ++qt) {
@@ -227,10 +230,15 @@ MS_TARGET_BF16 void fwd_head(float* out, float* lse, const float* qkv, int T, in
   }
 }
 
-MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                             int T, int C, int NH, int window, int b, int h, float* scratch) {
+// Backward of key/value head g of batch row b: its keys and values packed once, then each of its
+// r = NH/NKV query heads in order; dK^T and dV^T of every key tile accumulate over the heads in the
+// group's accumulators (zeroed once: with r = 1 each is the sum it was per key tile) and are
+// written once at the end.
+MS_TARGET_BF16 void bwd_group(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                              int T, int C, int NH, int NKV, int window, int b, int g, float* scratch) {
   const int HS = C / NH, HSp = round_up(HS, 16), ntiles = (T + kTile - 1) / kTile, Tp = ntiles * kTile;
-  const size_t C3 = (size_t)3 * C;
+  const int r = NH / NKV;
+  const size_t C3 = (size_t)C + 2 * (size_t)NKV * HS;  // a packed q|k|v row
   const float scale = 1.0f / std::sqrt((float)HS);
   Carver carve(scratch);
   const size_t head = (size_t)Tp * HSp;
@@ -250,71 +258,83 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
   bf16_t* dSb = carve.take<bf16_t>(kTile * kTile);
   uint32_t* Pv = carve.take<uint32_t>(kTile * kTile / 2);
   uint32_t* dSv = carve.take<uint32_t>(kTile * kTile / 2);
-  float* dKT = carve.take<float>((size_t)HSp * kTile);  // dK^T of the key tile: [d][j]
-  float* dVT = carve.take<float>((size_t)HSp * kTile);
-  const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-  float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-  const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
-  const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
-  const float* L = lse + ((size_t)b * NH + h) * T;
+  float* dKTg = carve.take<float>((size_t)HSp * Tp);  // per key tile: dK^T of the tile, [d][j]
+  float* dVTg = carve.take<float>((size_t)HSp * Tp);
+  const float* kbase = qkv + (size_t)b * T * C3 + C + (size_t)g * HS;
+  const float* vbase = kbase + (size_t)NKV * HS;
+  float* dkbase = dqkv + (size_t)b * T * C3 + C + (size_t)g * HS;
+  float* dvbase = dkbase + (size_t)NKV * HS;
 
-  pack_rows(Qb, HSp, base, C3, T, Tp, HS, scale);
-  transpose(QsT, Tp, Qb, HSp, Tp);
-  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, 1.0f);
+  pack_rows(tmp, HSp, kbase, C3, T, Tp, HS, 1.0f);
   pack_pairs_transposed(KT, Tp, tmp, HSp, Tp);
-  pack_rows(tmp, HSp, base + C, C3, T, Tp, HS, scale);
+  pack_rows(tmp, HSp, kbase, C3, T, Tp, HS, scale);
   pack_pairs(Ksv, tmp, HSp, Tp);
-  pack_rows(tmp, HSp, base + 2 * C, C3, T, Tp, HS, 1.0f);
+  pack_rows(tmp, HSp, vbase, C3, T, Tp, HS, 1.0f);
   pack_pairs_transposed(VT, Tp, tmp, HSp, Tp);
-  pack_rows(dOb, HSp, dobase, C, T, Tp, HS, 1.0f);
-  transpose(dOT, Tp, dOb, HSp, Tp);
-  std::memset(dQ, 0, sizeof(float) * head);
-  for (int t = 0; t < Tp; ++t) {  // fp32, from the fp32 arrays
-    float s = 0.0f;
-    if (t < T) {
-      const float* o = obase + (size_t)t * C;
-      const float* g = dobase + (size_t)t * C;
+  std::memset(dKTg, 0, sizeof(float) * 2 * HSp * Tp);
+  for (int h = g * r; h < (g + 1) * r; ++h) {
+    const float* base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    float* dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float* obase = out + (size_t)b * T * C + (size_t)h * HS;
+    const float* dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const float* L = lse + ((size_t)b * NH + h) * T;
+    pack_rows(Qb, HSp, base, C3, T, Tp, HS, scale);
+    transpose(QsT, Tp, Qb, HSp, Tp);
+    pack_rows(dOb, HSp, dobase, C, T, Tp, HS, 1.0f);
+    transpose(dOT, Tp, dOb, HSp, Tp);
+    std::memset(dQ, 0, sizeof(float) * head);
+    for (int t = 0; t < Tp; ++t) {  // fp32, from the fp32 arrays
+      float s = 0.0f;
+      if (t < T) {
+        const float* o = obase + (size_t)t * C;
+        const float* go = dobase + (size_t)t * C;
 #pragma omp simd reduction(+ : s)
-      for (int d = 0; d < HS; ++d) s += g[d] * o[d];
+        for (int d = 0; d < HS; ++d) s += go[d] * o[d];
+      }
+      D[t] = s;
     }
-    D[t] = s;
+    for (int kt = 0; kt < ntiles; ++kt) {
+      const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
+      float* dKT = dKTg + (size_t)kt * HSp * kTile;  // the tile's accumulators
+      float* dVT = dVTg + (size_t)kt * HSp * kTile;
+      const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
+      for (int qt = kt; qt * kTile <= ilast; ++qt) {
+        const int i0 = qt * kTile, nq = std::min(kTile, T - i0), nq4 = round_up(nq, 4);
+        dp_gemm(P, kTile, Qb + (size_t)i0 * HSp, HSp, KT + j0, Tp, nq4, kTile, HSp / 2, false);  // scores
+        for (int i = 0; i < nq4; ++i) {
+          float* prow = P + i * kTile;
+          if (i >= nq) {
+            std::memset(prow, 0, sizeof(float) * kTile);
+            continue;
+          }
+          int lo, hi;
+          band(i0 + i, j0, nk, window, lo, hi);
+          band_exp(prow, lo, hi, L[i0 + i]);
+        }
+        round_tile(Pb, P, nq4, nullptr);
+        pack_pairs(Pv, Pb, kTile, nq4);
+        dp_gemm(dVT, kTile, dOT + i0, Tp, Pv, kTile, HSp, kTile, nq4 / 2, true);  // dV^T += dO^T P
+        dp_gemm(dS, kTile, dOb + (size_t)i0 * HSp, HSp, VT + j0, Tp, nq4, kTile, HSp / 2, false);  // dP = dO V^T
+        for (int i = 0; i < nq4; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
+        round_tile(dSb, dS, nq4, nullptr);
+        pack_pairs(dSv, dSb, kTile, nq4);
+        dp_gemm(dQ + (size_t)i0 * HSp, HSp, dSb, kTile, Ksv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2,
+                true);                                                              // dQ += dS K*s
+        dp_gemm(dKT, kTile, QsT + i0, Tp, dSv, kTile, HSp, kTile, nq4 / 2, true);  // dK^T += (Q*s)^T dS
+      }
+    }
+    for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HSp, sizeof(float) * HS);
   }
-
+  // dK, dV rows = columns of each tile's dK^T, dV^T: gathered 16 at a time, one vector store.
+  const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(kTile));
   for (int kt = 0; kt < ntiles; ++kt) {
     const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
-    std::memset(dKT, 0, sizeof(float) * HSp * kTile);
-    std::memset(dVT, 0, sizeof(float) * HSp * kTile);
-    const int ilast = window > 0 ? std::min(T - 1, j0 + nk - 1 + window - 1) : T - 1;
-    for (int qt = kt; qt * kTile <= ilast; ++qt) {
-      const int i0 = qt * kTile, nq = std::min(kTile, T - i0), nq4 = round_up(nq, 4);
-      dp_gemm(P, kTile, Qb + (size_t)i0 * HSp, HSp, KT + j0, Tp, nq4, kTile, HSp / 2, false);  // scores
-      for (int i = 0; i < nq4; ++i) {
-        float* prow = P + i * kTile;
-        if (i >= nq) {
-          std::memset(prow, 0, sizeof(float) * kTile);
-          continue;
-        }
-        int lo, hi;
-        band(i0 + i, j0, nk, window, lo, hi);
-        band_exp(prow, lo, hi, L[i0 + i]);
-      }
-      round_tile(Pb, P, nq4, nullptr);
-      pack_pairs(Pv, Pb, kTile, nq4);
-      dp_gemm(dVT, kTile, dOT + i0, Tp, Pv, kTile, HSp, kTile, nq4 / 2, true);  // dV^T += dO^T P
-      dp_gemm(dS, kTile, dOb + (size_t)i0 * HSp, HSp, VT + j0, Tp, nq4, kTile, HSp / 2, false);  // dP = dO V^T
-      for (int i = 0; i < nq4; ++i) softmax_grad_row(dS + i * kTile, P + i * kTile, D[i0 + i]);
-      round_tile(dSb, dS, nq4, nullptr);
-      pack_pairs(dSv, dSb, kTile, nq4);
-      dp_gemm(dQ + (size_t)i0 * HSp, HSp, dSb, kTile, Ksv + (size_t)(j0 / 2) * HSp, HSp, nq4, HSp, kTile / 2,
-              true);                                                              // dQ += dS K*s
-      dp_gemm(dKT, kTile, QsT + i0, Tp, dSv, kTile, HSp, kTile, nq4 / 2, true);  // dK^T += (Q*s)^T dS
-    }
-    // dK, dV rows = columns of dK^T, dV^T (L1-resident): gathered 16 at a time, one vector store.
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(kTile));
+    const float* dKT = dKTg + (size_t)kt * HSp * kTile;
+    const float* dVT = dVTg + (size_t)kt * HSp * kTile;
     for (int jj = 0; jj < nk; ++jj) {
-      float* dk = dbase + C + (j0 + jj) * C3;
-      float* dv = dbase + 2 * C + (j0 + jj) * C3;
+      float* dk = dkbase + (j0 + jj) * C3;
+      float* dv = dvbase + (j0 + jj) * C3;
       for (int d = 0; d < HS; d += 16) {
         const __mmask16 mask = HS - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (HS - d)) - 1);
         const __m512i idx = _mm512_add_epi32(col, _mm512_set1_epi32(d * kTile + jj));
@@ -323,30 +343,31 @@ MS_TARGET_BF16 void bwd_head(float* dqkv, const float* dout, const float* qkv, c
       }
     }
   }
-  for (int t = 0; t < T; ++t) std::memcpy(dbase + t * C3, dQ + (size_t)t * HSp, sizeof(float) * HS);
 }
 
 }  // namespace
 
 bool attention_bf16_on_dot_product_units() { return use_bf16_units(); }
 
-void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int window) {
+void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV,
+                            int window) {
   KernelTimeScope timing(KernelId::kAttentionForward);
-  if (!use_bf16_units()) return attention_forward(out, lse, qkv, B, T, C, NH, window);
-  check_shapes(B, T, C, NH, window);
+  if (!use_bf16_units()) return attention_forward(out, lse, qkv, B, T, C, NH, NKV, window);
+  check_shapes(B, T, C, NH, NKV, window);
   const int HS = C / NH;
-  parallel_over_heads(B, NH, fwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)),
-                      [&](int b, int h, float* scratch) { fwd_head(out, lse, qkv, T, C, NH, window, b, h, scratch); });
+  parallel_over_heads(B, NH, fwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)), [&](int b, int h, float* scratch) {
+    fwd_head(out, lse, qkv, T, C, NH, NKV, window, b, h, scratch);
+  });
 }
 
 void attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
-                             const float* lse, int B, int T, int C, int NH, int window) {
+                             const float* lse, int B, int T, int C, int NH, int NKV, int window) {
   KernelTimeScope timing(KernelId::kAttentionBackward);
-  if (!use_bf16_units()) return attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, window);
-  check_shapes(B, T, C, NH, window);
+  if (!use_bf16_units()) return attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV, window);
+  check_shapes(B, T, C, NH, NKV, window);
   const int HS = C / NH;
-  parallel_over_heads(B, NH, bwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)), [&](int b, int h, float* scratch) {
-    bwd_head(dqkv, dout, qkv, out, lse, T, C, NH, window, b, h, scratch);
+  parallel_over_heads(B, NKV, bwd_scratch_floats(round_up(HS, 16), round_up(T, kTile)), [&](int b, int g, float* scratch) {
+    bwd_group(dqkv, dout, qkv, out, lse, T, C, NH, NKV, window, b, g, scratch);
   });
 }
 

@@ -94,9 +94,11 @@ void parallel_over_heads(int B, int NH, size_t scratch_n, F task) {
   }
 }
 
-inline void check_shapes(int B, int T, int C, int NH, int window) {
+inline void check_shapes(int B, int T, int C, int NH, int NKV, int window) {
   MS_CHECK(B > 0 && T > 0 && C > 0 && NH > 0, "attention: bad shape B={} T={} C={} NH={}", B, T, C, NH);
   MS_CHECK(C % NH == 0, "attention: C={} not divisible by NH={}", C, NH);
+  MS_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH={} query heads are not a multiple of NKV={} key/value heads", NH,
+           NKV);
   MS_CHECK(window >= 0, "attention: window must be >= 0 (0 = full causal), got {}", window);
 }
 

@@ -89,13 +89,11 @@ class CpuKernels final : public KernelBackend {
   }
   void attention_forward(bool bf16, float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int NKV,
                          int W) override {
-    MS_CHECK(NKV == NH, "attention: grouped-query attention is not built yet");  // TODO(GQA)
-    (bf16 ? ms::attention_forward_bf16 : ms::attention_forward)(out, lse, qkv, B, T, C, NH, W);
+    (bf16 ? ms::attention_forward_bf16 : ms::attention_forward)(out, lse, qkv, B, T, C, NH, NKV, W);
   }
   void attention_backward(bool bf16, float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, int B, int T, int C, int NH, int NKV, int W) override {
-    MS_CHECK(NKV == NH, "attention: grouped-query attention is not built yet");  // TODO(GQA)
-    (bf16 ? ms::attention_backward_bf16 : ms::attention_backward)(dqkv, dout, qkv, out, lse, B, T, C, NH, W);
+    (bf16 ? ms::attention_backward_bf16 : ms::attention_backward)(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV, W);
   }
   void softmax_cross_entropy(float* losses, float* dlogits, const float* logits, const int* targets, int N, int V,
                              int Vp, float dloss) override {

@@ -290,10 +290,8 @@ void check_gqa_attention(bool bf16) {
         expect_close(gqa_name("dK dV vs copied-kv MHA summed", bf16, s, NKV), columns(got[2], Wd, C, Wd),
                      columns(folded, Wd, C, Wd), 1e-5);
       }
-      // The CPU backend on the same inputs (its backward on the same out and lse), for NKV == NH only
-      // until the CPU attention takes NKV:
-      // GQA vs the CPU backend once it has NKV (this condition dropped)
-      if (NKV == s.NH) {
+      // The CPU backend on the same inputs (its backward on the same out and lse), every NKV.
+      {
         KernelBackend& cpu = cpu_kernels();
         std::vector<float> cout(no), clse(nl), cdqkv(nq);
         cpu.attention_forward(bf16, cout.data(), clse.data(), qkv.data(), s.B, s.T, C, s.NH, NKV, s.W);
