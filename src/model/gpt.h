@@ -42,7 +42,7 @@
 // DType::kBF16 (train.precision=bf16): every linear layer's GEMMs (qkv, attention projection,
 // fc, fc projection, LM head; forward, input gradient and weight gradient) take bf16 operands
 // with fp32 accumulation (gemm_bf16.h, AMX when present). Master weights, gradients (fp32
-// buffers, accumulated in fp32), LayerNorm, GeLU, softmax and the loss stay fp32; attention's
+// buffers, accumulated in fp32), the norms, GeLU / SwiGLU, RoPE, softmax and the loss stay fp32; attention's
 // tile products take bf16 operands too (attention_forward_bf16, AVX512-BF16), its softmax fp32. The
 // bf16 weight copy is refreshed at most once per optimizer step, by this rule: any NON-CONST call
 // of params() (the optimizer update, an import) or init_weights() marks the copy stale, and the
@@ -112,7 +112,8 @@ class GPT {
   int vocab_offset() const { return v0_; }   // v0: first logit column held here
   int local_vocab() const { return Vl_; }    // Vl: logit columns held here
 
-  // Deterministic GPT-2 initialisation: every tensor draws from its own stream seeded by
+  // Deterministic GPT-2-style initialisation (normal weights, residual projections scaled by
+  // 1/sqrt(2L), norms one, biases zero): every tensor draws from its own stream seeded by
   // (seed, tensor index), over the whole tensor; a part keeps its slice, so the values do not
   // depend on how the model is split.
   void init_weights(uint64_t seed);

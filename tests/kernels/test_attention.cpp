@@ -217,23 +217,25 @@ TEST(Attention, LargeScoresAreStable) {
   for (int w : {0, 50}) check_against_reference({1, 140, 64, 2, w}, 400 + w, 6.0f);
 }
 
+// dqkv against central finite differences of sum(out * dout) through the naive forward.
+void check_backward_fd(const Shape& s, uint64_t seed) {
+  Rng rng(seed);
+  const auto qkv = rng.vec((size_t)s.B * s.T * s.width()), dout = rng.vec((size_t)s.B * s.T * s.C);
+  const AttnResult r = run_kernels(qkv, dout, s);
+  const auto g = to_double(dout);
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> out, lse;
+    attention_forward_ref(out, lse, x, s);
+    double sum = 0;
+    for (size_t i = 0; i < out.size(); ++i) sum += out[i] * g[i];
+    return sum;
+  };
+  expect_close(r.dqkv, ms::testing::finite_diff(to_double(qkv), loss), 1e-4, 1e-5,
+               "dqkv vs finite differences " + s.str());
+}
+
 TEST(Attention, BackwardMatchesFiniteDifferences) {
-  for (int w : {0, 3}) {
-    const Shape s{2, 9, 8, 2, w};
-    Rng rng(500 + w);
-    const auto qkv = rng.vec((size_t)s.B * s.T * 3 * s.C), dout = rng.vec((size_t)s.B * s.T * s.C);
-    const AttnResult r = run_kernels(qkv, dout, s);
-    const auto g = to_double(dout);
-    auto loss = [&](const std::vector<double>& x) {
-      std::vector<double> out, lse;
-      attention_forward_ref(out, lse, x, s);
-      double sum = 0;
-      for (size_t i = 0; i < out.size(); ++i) sum += out[i] * g[i];
-      return sum;
-    };
-    const std::vector<double> fd = ms::testing::finite_diff(to_double(qkv), loss);
-    expect_close(r.dqkv, fd, 1e-4, 1e-5, "dqkv vs finite differences " + s.str());
-  }
+  for (int w : {0, 3}) check_backward_fd({2, 9, 8, 2, w}, 500 + w);
 }
 
 TEST(Attention, WindowAtLeastTEqualsFullBitwise) {
@@ -333,18 +335,7 @@ TEST(Attention, GroupedQueriesBackwardMatchesFiniteDifferences) {
   for (int w : {0, 3}) {
     Shape s{1, 9, 8, 4, w};
     s.NKV = 2;
-    Rng rng(1200 + w);
-    const auto qkv = rng.vec((size_t)s.B * s.T * s.width()), dout = rng.vec((size_t)s.B * s.T * s.C);
-    const AttnResult r = run_kernels(qkv, dout, s);
-    const auto g = to_double(dout);
-    auto loss = [&](const std::vector<double>& x) {
-      std::vector<double> out, lse;
-      attention_forward_ref(out, lse, x, s);
-      double sum = 0;
-      for (size_t i = 0; i < out.size(); ++i) sum += out[i] * g[i];
-      return sum;
-    };
-    expect_close(r.dqkv, ms::testing::finite_diff(to_double(qkv), loss), 1e-4, 1e-5, "GQA dqkv vs FD " + s.str());
+    check_backward_fd(s, 1200 + w);
   }
 }
 

@@ -19,24 +19,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stio  # noqa: E402
+from reftrain import NamedParams, adamw_losses  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
 
-class GPT(torch.nn.Module):
+class GPT(NamedParams):
     def __init__(self, cfg, weights):
-        super().__init__()
+        super().__init__(weights)
         self.cfg = cfg
-        self.p = torch.nn.ParameterDict()
-        # ParameterDict keys may not contain '.', so keep a name map.
-        self.names = {}
-        for name, w in weights.items():
-            key = name.replace(".", "__")
-            self.names[name] = key
-            self.p[key] = torch.nn.Parameter(torch.tensor(w, dtype=torch.float64))
-
-    def w(self, name):
-        return self.p[self.names[name]]
 
     def layer_window(self, l):
         c = self.cfg
@@ -128,28 +119,16 @@ def main():
     loss.backward()
     out["logits"] = logits.detach().numpy()
     out["loss"] = np.array([loss.item()])
-    for name, key in model.names.items():
-        out["grad." + name] = model.p[key].grad.numpy().copy()
+    out.update(model.grads())
 
     # AdamW steps: decay on 2-D matrix weights only (not embeddings, LayerNorm, biases).
-    decay, no_decay = [], []
-    for name, key in model.names.items():
-        is_matrix = name.endswith(".weight") and weights[name].ndim == 2 and "wte" not in name and "wpe" not in name
-        (decay if is_matrix else no_decay).append(model.p[key])
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": hyper["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"])
-    losses = []
-    for s in range(inputs.shape[0]):
-        opt.zero_grad()
-        logits = model(inputs[s])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), targets[s].reshape(-1))
-        loss.backward()
-        if hyper["grad_clip"] > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["grad_clip"])
-        opt.step()
-        losses.append(loss.item())
-    out["losses"] = np.array(losses)
+    def decays(name):
+        return name.endswith(".weight") and weights[name].ndim == 2 and "wte" not in name and "wpe" not in name
+
+    def loss_of(s):
+        return torch.nn.functional.cross_entropy(model(inputs[s]).reshape(-1, V), targets[s].reshape(-1))
+
+    out["losses"] = adamw_losses(model, decays, loss_of, inputs.shape[0], hyper)
     stio.save(out_path, out)
 
 

@@ -32,20 +32,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stio  # noqa: E402
+from reftrain import NamedParams, adamw_losses  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
 
-class Llama(torch.nn.Module):
+class Llama(NamedParams):
     def __init__(self, cfg, weights):
-        super().__init__()
+        super().__init__(weights)
         self.cfg = cfg
-        self.p = torch.nn.ParameterDict()
-        self.names = {}
-        for name, w in weights.items():
-            key = name.replace(".", "__")
-            self.names[name] = key
-            self.p[key] = torch.nn.Parameter(torch.tensor(w, dtype=torch.float64))
         self.C = cfg["hidden_size"]
         self.nh = cfg["num_attention_heads"]
         self.nkv = cfg.get("num_key_value_heads", self.nh)
@@ -62,12 +57,6 @@ class Llama(torch.nn.Module):
         self.full_every = cfg.get("megascale_full_every", 0)
         if arch == "MistralForCausalLM" and cfg.get("sliding_window"):
             self.attention_kind, self.window = "sliding", cfg["sliding_window"]
-
-    def has(self, name):
-        return name in self.names
-
-    def w(self, name):
-        return self.p[self.names[name]]
 
     def linear(self, x, name):
         y = x @ self.w(name + ".weight").t()
@@ -173,26 +162,10 @@ def main():
     hyper = json.load(open(sys.argv[4]))
     loss.backward()
     out["logits"] = logits.detach().numpy()
-    for name, key in model.names.items():
-        out["grad." + name] = model.p[key].grad.numpy().copy()
+    out.update(model.grads())
     # AdamW: decay on matrices (lm_head included), not on embeddings, norms or biases (megascale's defaults).
-    decay, no_decay = [], []
-    for name, key in model.names.items():
-        is_matrix = weights[name].ndim == 2 and "embed_" not in name
-        (decay if is_matrix else no_decay).append(model.p[key])
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": hyper["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"])
-    losses = []
-    for s in range(inputs.shape[0]):
-        opt.zero_grad()
-        loss = ce(model(inputs[s]), targets[s], V)
-        loss.backward()
-        if hyper["grad_clip"] > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["grad_clip"])
-        opt.step()
-        losses.append(loss.item())
-    out["losses"] = np.array(losses)
+    out["losses"] = adamw_losses(model, lambda name: weights[name].ndim == 2 and "embed_" not in name,
+                                 lambda s: ce(model(inputs[s]), targets[s], V), inputs.shape[0], hyper)
     stio.save(sys.argv[5], out)
 
 

@@ -230,14 +230,7 @@ MS_AI void bwd_task(float* dqkv, const float* dout, const float* qkv, const floa
     load_rows(Qs, base, C3, T, T, HS, scale);
     load_rows(dO, dobase, C, T, T, HS, 1.0f);
     std::memset(dQ, 0, sizeof(float) * T * HS);
-    for (int t = 0; t < T; ++t) {
-      const float* o = obase + (size_t)t * C;
-      const float* go = dO + (size_t)t * HS;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int d = 0; d < HS; ++d) s += go[d] * o[d];
-      D[t] = s;
-    }
+    for (int t = 0; t < T; ++t) D[t] = row_dot(dO + (size_t)t * HS, obase + (size_t)t * C, HS);
 
     const int ntiles = (T + kTile - 1) / kTile;
     for (int kt = 0; kt < ntiles; ++kt) {

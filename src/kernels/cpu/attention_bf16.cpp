@@ -283,16 +283,8 @@ MS_TARGET_BF16 void bwd_group(float* dqkv, const float* dout, const float* qkv, 
     pack_rows(dOb, HSp, dobase, C, T, Tp, HS, 1.0f);
     transpose(dOT, Tp, dOb, HSp, Tp);
     std::memset(dQ, 0, sizeof(float) * head);
-    for (int t = 0; t < Tp; ++t) {  // fp32, from the fp32 arrays
-      float s = 0.0f;
-      if (t < T) {
-        const float* o = obase + (size_t)t * C;
-        const float* go = dobase + (size_t)t * C;
-#pragma omp simd reduction(+ : s)
-        for (int d = 0; d < HS; ++d) s += go[d] * o[d];
-      }
-      D[t] = s;
-    }
+    for (int t = 0; t < Tp; ++t)  // fp32, from the fp32 arrays
+      D[t] = t < T ? row_dot(dobase + (size_t)t * C, obase + (size_t)t * C, HS) : 0.0f;
     for (int kt = 0; kt < ntiles; ++kt) {
       const int j0 = kt * kTile, nk = std::min(kTile, T - j0);
       float* dKT = dKTg + (size_t)kt * HSp * kTile;  // the tile's accumulators

@@ -74,6 +74,14 @@ MS_AI void finish_row(float* o, const float* orow, int HS, float m, float l, flo
   *lse = m + std::log(l);
 }
 
+// The sum of a[d] * b[d] over d < n, vectorised (the backward's D_i = rowsum(dout_i * out_i)).
+MS_AI float row_dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
 // A row of the softmax gradient: dsrow (dP on entry) = prow * (dP - D) over a kTile row.
 MS_AI void softmax_grad_row(float* dsrow, const float* prow, float D) {
 #pragma omp simd
