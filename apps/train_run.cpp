@@ -18,7 +18,9 @@ float run_training(const Config& cfg) {
   build_model(run);
   const LoopEnd end = run_steps(run);
   if (end.stopped) return end.last;
-  return finish_run(run, end, tokenizer_dir_or_default(run.cfg.data.tokenizer_dir));
+  // The tables are looked up only when a sample is decoded (a run without one needs none).
+  const bool sampling = run.cfg.train.sample_tokens > 0;
+  return finish_run(run, end, sampling ? tokenizer_dir_or_default(run.cfg.data.tokenizer_dir) : std::string());
 }
 
 }  // namespace ms

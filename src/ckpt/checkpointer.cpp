@@ -151,7 +151,7 @@ Checkpointer::~Checkpointer() {
 
 std::string Checkpointer::tmp_dir(int step) const { return fmt::format(".tmp-step-{:08d}-{}", step, nonce_); }
 
-std::pair<bool, bool> Checkpointer::at_boundary(bool a, bool b) {
+std::array<bool, 3> Checkpointer::at_boundary(bool a, bool b, bool c) {
   bool failed[2] = {false, false}, full = false, work = false;
   {
     // One snapshot under the lock: a writer frees its buffer together with setting its failure,
@@ -161,7 +161,7 @@ std::pair<bool, bool> Checkpointer::at_boundary(bool a, bool b) {
     full = buf_used_[0] && buf_used_[1];
     work = !jobs_.empty();
   }
-  const std::vector<bool> any = any_rank_each(world_, {a, b, failed[0], failed[1], full, work});
+  const std::vector<bool> any = any_rank_each(world_, {a, b, failed[0], failed[1], full, work, c});
   if (any[2] || any[3]) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Job& j : jobs_)
@@ -169,7 +169,7 @@ std::pair<bool, bool> Checkpointer::at_boundary(bool a, bool b) {
   }
   full_anywhere_ = any[4];
   work_anywhere_ = any[5];
-  return {any[0], any[1]};
+  return {any[0], any[1], any[6]};
 }
 
 void Checkpointer::drain() {

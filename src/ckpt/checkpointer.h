@@ -23,6 +23,7 @@
 // the step boundary's agreement (at_boundary(), one all-reduce that also carries the caller's
 // flags), which ends rank 0's wait for that save's markers.
 #pragma once
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -82,10 +83,10 @@ class Checkpointer {
   ~Checkpointer();
 
   // Every rank at every step boundary, before save() (a collective over world): one all-reduce of
-  // the caller's two flags (returned OR-ed over the ranks) together with each rank's writer state:
+  // the caller's three flags (returned OR-ed over the ranks) together with each rank's writer state:
   // failures not yet announced (rank 0 stops waiting for that save's markers) and whether a save is
   // still in flight anywhere (then the next save() skips).
-  std::pair<bool, bool> at_boundary(bool a, bool b);
+  std::array<bool, 3> at_boundary(bool a, bool b, bool c = false);
   // Every rank (collective): waits, outside any step, until no rank's writer has work left,
   // announcing failures as they happen (a full disk never makes rank 0 wait checkpoint.timeout_s).
   void drain();

@@ -36,7 +36,7 @@ bool ckpt_fault_point(const char* point, int rank, int step) {
       continue;
     announce_fault(fmt::format("checkpoint {}", p), fmt::format("at rank {} step {}", rank, step), attempt);
     if (p == "write_error") MS_FAIL("injected write error (MEGASCALE_FAULT ckpt) at rank {} step {}", rank, step);
-    if (p == "nan_state") return true;
+    if (p == "nan_state" || p == "mem_flip") return true;
     if (p == "slow_write" || p == "slow_copy") {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       return true;

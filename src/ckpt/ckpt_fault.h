@@ -15,6 +15,11 @@
 //   write_error     before the rank's file is written (background writer)
 //   before_publish  rank 0, manifest written, folder not yet renamed into place
 //   before_latest   rank 0, folder published, `latest` not yet updated
+// and of an in-memory snapshot (memory_checkpointer.h):
+//   mem_copy        during the copy of the state into the rank's snapshot (its worker thread)
+//   mem_send        during the replication: headers exchanged, payloads not (the worker thread)
+//   mem_flip        a holder has just completed a replica: one payload byte is flipped (as a bad
+//                   DIMM would), so the replica no longer matches its XXH64 (no kill)
 // Each injection logs "fault injected (MEGASCALE_FAULT): checkpoint <point> at rank R step N ..."
 // and records it as a "fault injected" event before it acts.
 #pragma once

@@ -111,7 +111,7 @@ std::vector<std::vector<int>> RankLayout::all_groups(ParallelDim d) const {
   return out;
 }
 
-RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape)
+RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape, bool memory_group)
     : world_(std::move(world)), layout_(order, shape, world_ ? world_->size() : 0) {
   MS_CHECK(world_, "RankGrid needs a world communicator");
   auto labels = std::make_shared<std::vector<std::string>>();
@@ -128,6 +128,11 @@ RankGrid::RankGrid(std::unique_ptr<Communicator> world, const std::string& order
     std::string name = layout_.group_name(ParallelDim::kPp, world_->rank());
     name.replace(0, 2, "emb");
     embedding_ = pp().new_group({0, P - 1}, name);
+  }
+  if (memory_group) {
+    std::vector<int> all(static_cast<size_t>(world_->size()));
+    for (int w = 0; w < world_->size(); w++) all[static_cast<size_t>(w)] = w;
+    memory_ = world_->new_group(all, "memory");
   }
 }
 

@@ -73,7 +73,9 @@ class RankGrid {
  public:
   // Takes the world group (its size must be shape.product()) and creates this rank's groups:
   // tp, then dp, then pp, each through world.split (every rank at once: one ncclCommSplit on NCCL) with its RankLayout name.
-  RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape);
+  // memory_group: also a copy of the world ("memory"), the in-memory checkpoints' own stream
+  // (ckpt/memory_checkpointer.h), so their replication never queues behind or ahead of training ops.
+  RankGrid(std::unique_ptr<Communicator> world, const std::string& order, GridShape shape, bool memory_group = false);
 
   const RankLayout& layout() const { return layout_; }
   GridCoord coord() const { return layout_.coord(world_->rank()); }
@@ -85,12 +87,15 @@ class RankGrid {
   // Pipeline stages 0 and pp-1 of this rank's pp group, which hold the two copies of the tied token
   // embedding ("emb[tp=..,dp=..]", group rank 0 = first stage); nullptr on other stages or pp == 1.
   Communicator* embedding() { return embedding_.get(); }
+  // Every rank of the world, on a group of its own (nullptr unless asked for at construction).
+  Communicator* memory() { return memory_.get(); }
 
  private:
   std::unique_ptr<Communicator> world_;  // declared first: destroyed after the groups
   RankLayout layout_;
   std::array<std::unique_ptr<Communicator>, 3> groups_;  // indexed by ParallelDim
   std::unique_ptr<Communicator> embedding_;              // destroyed before the groups
+  std::unique_ptr<Communicator> memory_;
 };
 
 }  // namespace ms

@@ -21,7 +21,10 @@ MS_CONFIG_ENUM(SaveFailurePolicy, {SaveFailurePolicy::kContinue, "continue"}, {S
   X(bool, async, true, "two-stage save: copy the state into host memory at the step boundary, then a background writer persists it while training goes on (false = persist before the next step)") \
   X(SaveFailurePolicy, on_failure, SaveFailurePolicy::kContinue, "a save that fails (disk full, a rank's write error, non-finite state): 'continue' training (the previous checkpoint stays latest) or 'stop' the run with an error") \
   X(float, timeout_s, 600.0f, "rank 0 waits at most this long (seconds) for every rank's file of a save before declaring it failed (a rank whose write failed says so at the next step boundary, without needing disk space)") \
-  X(bool, broadcast_restore, true, "restore: one rank per data-parallel group reads the shared files and broadcasts them (false = every rank reads; for comparison)")
+  X(bool, broadcast_restore, true, "restore: one rank per data-parallel group reads the shared files and broadcasts them (false = every rank reads; for comparison)") \
+  X(int, memory_every, -1, "in-memory checkpoints (ckpt/memory_checkpointer.h): every N optimizer steps each rank snapshots its state into host memory (memory_dir) and replicates it to memory_replicas peers on other hosts; restarts load it instead of reading storage. -1 = auto: every step while a snapshot costs <= 5% of the step (measured), else the interval that keeps it there; 0 = off. Needs memory_dir (set by the driver's executors); train.device='cpu' only") \
+  X(int, memory_replicas, 1, "in-memory checkpoints: copies of each rank's snapshot kept on other hosts (0 = only the local one; capped at the hosts - 1)") \
+  X(std::string, memory_dir, "", "folder in host memory (tmpfs) for in-memory checkpoints: this host's own snapshots and the replicas it holds (empty = MEGASCALE_MEM_DIR, which `megascale launch --hosts` sets per host and removes at the end; neither: off)")
 
 struct CheckpointConfig {
   MS_CHECKPOINT_FIELDS(MS_DECLARE_FIELD)

@@ -101,6 +101,9 @@ void CheckpointConfig::validate() const {
            keep_last);
   MS_CHECK(keep_every >= 0, "config: checkpoint.keep_every={} must be >= 0", keep_every);
   MS_CHECK(std::isfinite(timeout_s) && timeout_s > 0, "config: checkpoint.timeout_s={} must be > 0", timeout_s);
+  MS_CHECK(memory_every >= -1, "config: checkpoint.memory_every={} must be >= -1 (-1 = auto, 0 = off)", memory_every);
+  MS_CHECK(memory_replicas >= 0 && memory_replicas <= 8, "config: checkpoint.memory_replicas={} must be in 0..8",
+           memory_replicas);
 }
 
 void ObsConfig::validate() const {

@@ -35,6 +35,7 @@
 #include "launch/selfcheck_plan.h"
 #include "launch/signal_forwarding.h"
 #include "report/diagnose.h"   // diagnose_run
+#include "report/recovery_report.h"  // restore_summary
 
 namespace ms::launch {
 
@@ -64,6 +65,7 @@ struct Host {
   Clock::time_point last_beat{};
   HostBeat last;           // the last heartbeat
   std::optional<SelfCheckReport> check;  // the current self-check round's report
+  std::string mem_dir;     // its memory folder (in-memory checkpoints), from its hello
 };
 
 enum class Phase { kRunning, kStopping, kSelfCheck, kDraining, kDone };
@@ -244,6 +246,7 @@ class Driver {
     const std::string type = j.value("type", "");
     if (type == "hello") {
       h.up = true;
+      h.mem_dir = j.value("mem_dir", "");
       h.last_beat = now_;
       events_->log("executor_up", {{"host", h.spec.index}, {"name", h.spec.name}, {"pid", j.value("pid", 0)},
                                    {"hostname", j.value("hostname", "")}, {"cores", j.value("cores", 0)}});
@@ -296,6 +299,14 @@ class Driver {
           }
           events_->log("resumed", f);
           dlog().info("attempt {} resumed: step {} done", attempt, s.step);
+          // Which path restored the state and what it cost (the ranks' restore_rank<R>.json of this attempt).
+          if (!out_dir_.empty()) {
+            json r = restore_summary(out_dir_, world_, attempt_started_t_);
+            r["attempt"] = attempt;
+            events_->log("recovery", r);
+            dlog().info("attempt {} restored from {} in {:.2f} s (slowest rank)", attempt, r.value("path", "?"),
+                        r.value("restore_s", 0.0));
+          }
         }
       }
       step_times_.add(s.step, attempt, s.step_ms);  // its latest execution's time (its slowest rank)
@@ -340,7 +351,8 @@ class Driver {
     const auto now = now_;
     progress_.start(now);
     traffic_.start(now);
-    events_->log("attempt_start", {{"attempt", attempt}, {"hosts", used}, {"world", world_}});
+    attempt_started_t_ = events_->log("attempt_start", {{"attempt", attempt}, {"hosts", used}, {"world", world_}})
+                             .value("t", 0.0) - 1.0;  // the ranks' restore files of this attempt are newer
     if (dash_ && attempt > 0) dash_->restart_records();
     dlog().info("attempt {}: {} rank(s) on host(s) {}", attempt, world_, fmt::join(used, ", "));
     for (Host& h : hosts_) {
@@ -631,6 +643,13 @@ class Driver {
     for (Host& h : hosts_)
       if (h.exec.alive()) h.exec.send({{"cmd", "exit"}});
     for (Host& h : hosts_) end_executor(h, false);
+    // An executor that died (a lost host) could not remove its memory folder: where it is on this
+    // machine (local and emulated hosts), it goes now; a remote one went with its host.
+    for (const Host& h : hosts_) {
+      std::error_code ec;
+      if (!h.mem_dir.empty() && fs::path(h.mem_dir).filename().string().starts_with("megascale-mem-"))
+        fs::remove_all(h.mem_dir, ec);
+    }
     JobSummary sum;
     sum.exit_code = result_.exit_code, sum.reason = result_.reason;
     sum.faults = policy_->faults();
@@ -672,6 +691,7 @@ class Driver {
   Clock::time_point start_{}, stop_started_{}, check_started_{}, round_started_{}, published_{};
   int world_ = 0, job_step_ = 0, stop_signal_ = 0, steps_repeated_ = 0;
   bool resumed_logged_ = false;
+  double attempt_started_t_ = 0;  // Unix seconds (a second early): restore files of this attempt are newer
   ProgressWatch progress_;
   TrafficWatch traffic_;
   LossWatch loss_;

@@ -96,6 +96,15 @@ class Executor {
     MS_CHECK(fs::create_directory(dir_, ec) && !ec, "cannot create the executor folder {}", dir_.string());
     fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
     janitor_.watch_path(dir_);
+    // The host's memory folder for in-memory checkpoints (tmpfs where there is one): every attempt's
+    // ranks get it, so a restarted rank finds the snapshots its predecessor left; removed at the end.
+    const fs::path shm = "/dev/shm";
+    mem_dir_ = fs::is_directory(shm, ec) ? shm / fmt::format("megascale-mem-{}-{}", ::getpid(),
+                                                            Clock::now().time_since_epoch().count())
+                                         : dir_ / "memory";
+    MS_CHECK(fs::create_directory(mem_dir_, ec) && !ec, "cannot create the memory folder {}", mem_dir_.string());
+    fs::permissions(mem_dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
+    janitor_.watch_path(mem_dir_);
     devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     MS_SYSCHECK(devnull_ >= 0, "open /dev/null");
     devnull_w_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -112,13 +121,14 @@ class Executor {
     if (devnull_w_ >= 0) ::close(devnull_w_);
     std::error_code ec;
     fs::remove_all(dir_, ec);
+    fs::remove_all(mem_dir_, ec);
     janitor_.release();
   }
 
   int run() {
     MS_SYSCHECK(::fcntl(0, F_SETFL, ::fcntl(0, F_GETFL) | O_NONBLOCK) == 0, "fcntl stdin");
     send({{"type", "hello"}, {"host", opt_.host}, {"hostname", beat_.hostname}, {"pid", beat_.pid},
-          {"cores", usable_cores()}});
+          {"cores", usable_cores()}, {"mem_dir", mem_dir_.string()}});
     next_beat_ = Clock::now();
     LineReader commands;
     std::vector<pollfd> pfds;
@@ -215,6 +225,7 @@ class Executor {
     set_env(env, "MEGASCALE_HOST_INDEX", std::to_string(opt_.host));
     set_env(env, "MEGASCALE_RESTART_COUNT", std::to_string(cmd.attempt));
     set_env(env, "MEGASCALE_LAUNCH_DIR", launch_dir.string());
+    set_env(env, "MEGASCALE_MEM_DIR", mem_dir_.string());
     if (std::getenv("OMP_NUM_THREADS") == nullptr && cmd.env.count("OMP_NUM_THREADS") == 0)
       set_env(env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
     for (int i = 0; i < n; i++) {
@@ -517,6 +528,7 @@ class Executor {
   std::vector<std::regex> errors_, warnings_;
   SignalPipe signals_;
   fs::path dir_;
+  fs::path mem_dir_;  // the host's memory folder (in-memory checkpoints)
   int devnull_ = -1, devnull_w_ = -1;
   HostBeat beat_;
   std::unique_ptr<OutputQueue> chan_, err_;  // stdout (the control channel) and stderr

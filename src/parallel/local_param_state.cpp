@@ -1,6 +1,9 @@
 // local_param_state.cpp: see local_param_state.h.
 #include "parallel/local_param_state.h"
 
+#include <algorithm>  // std::copy_n
+#include <vector>
+
 #include "obs/trace_sink.h"        // TraceScope
 #include "optim/decay_policy.h"    // optimizer_tensors
 #include "optim/grad_norm.h"       // grad_sq_sum
@@ -69,6 +72,21 @@ void LocalParamState::load_state(const float* params, const float* m, const floa
   optimizer_.set_steps_taken(steps_taken);
   model_.load_params(params);  // the bf16 copy goes stale
   grads_zeroed_ = false;
+}
+
+size_t LocalParamState::load_own_runs(const float* packed, int steps_taken) {
+  const size_t n = model_.num_params();
+  std::vector<float> P(n), M(n), V(n);
+  size_t read = 0;
+  for (const ParamSpec& s : model_.param_specs()) {  // append_state_runs' order: whole tensors
+    const size_t k = s.numel();
+    std::copy_n(packed + read, k, P.data() + s.offset);
+    std::copy_n(packed + read + k, k, M.data() + s.offset);
+    std::copy_n(packed + read + 2 * k, k, V.data() + s.offset);
+    read += 3 * k;
+  }
+  load_state(P.data(), M.data(), V.data(), steps_taken);
+  return read;
 }
 
 void LocalParamState::append_state_runs(int chunk, const std::vector<char>& owned, int head_copy_tensor,

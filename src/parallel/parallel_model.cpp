@@ -220,6 +220,15 @@ std::string ParallelModel::describe() const {
   return out;
 }
 
+std::vector<StateRun> ParallelModel::own_state_runs() {
+  std::vector<StateRun> out;
+  for (int c = 0; c < num_chunks(); c++) {
+    Chunk& k = chunks_[c];
+    k.state->append_state_runs(c, std::vector<char>(k.model->param_specs().size(), 1), -1, out);
+  }
+  return out;
+}
+
 std::vector<StateRun> ParallelModel::state_runs() {
   std::vector<StateRun> out;
   const bool tp_rank0 = size_of(tp_comm_) <= 1 || tp_comm_->rank() == 0;
@@ -236,6 +245,21 @@ std::vector<StateRun> ParallelModel::state_runs() {
 
 void ParallelModel::load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken) {
   chunks_[c].state->load_state(params, m, v, steps_taken);
+}
+
+void ParallelModel::load_own_runs(const float* packed, size_t floats, int steps_taken) {
+  size_t read = 0;
+  for (Chunk& k : chunks_) {
+    // Each chunk's runs are counted before reading so a short payload never reads past its end.
+    std::vector<StateRun> runs;
+    k.state->append_state_runs(0, std::vector<char>(k.model->param_specs().size(), 1), -1, runs);
+    size_t need = 0;
+    for (const StateRun& r : runs) need += 3 * (r.hi - r.lo);
+    MS_CHECK(read + need <= floats, "restore: the packed state holds {} floats, chunk needs {} more after {}", floats,
+             need, read);
+    read += k.state->load_own_runs(packed + read, steps_taken);
+  }
+  MS_CHECK(read == floats, "restore: the packed state holds {} floats, this rank's runs {}", floats, read);
 }
 
 std::vector<float> ParallelModel::gather_stage_tensors(std::vector<int>& held) {

@@ -102,10 +102,18 @@ class ParallelModel {
   // appears on exactly one rank (the tied embedding's head copy as its own tensor). Valid at a step
   // boundary, until the next update; no communication.
   std::vector<StateRun> state_runs();
+  // Every tensor this rank's chunks hold, as its ParamState owns it (ZeRO pieces, the
+  // tensor-parallel part, replicated tensors on every part): what this rank needs to restore itself
+  // alone, but for the weights its data-parallel peers own (in-memory checkpoints). Pointers stay
+  // valid for the run; the values at a step boundary, until the next update.
+  std::vector<StateRun> own_state_runs();
   // Restore: chunk c's parameters and moments as whole buffers of the chunk's layout
   // (chunk(c).param_specs() offsets), every tensor filled; and the steps already taken. Every chunk
   // is loaded before the next step.
   void load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken);
+  // Restore from own_state_runs() packed run after run (weights, moment 1, moment 2 of each);
+  // `floats` is the packed length, checked. Every rank of the data-parallel group calls it at once.
+  void load_own_runs(const float* packed, size_t floats, int steps_taken);
 
  private:
   struct Chunk {

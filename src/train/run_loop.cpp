@@ -76,20 +76,47 @@ void save_checkpoint(TrainingRun& run, int step, bool exit_now, float loss) {
                             : std::string(), st.bytes / 1048576.0));
 }
 
+// In-memory checkpoints at a step boundary (ckpt/memory_checkpointer.h): outcomes logged; where no
+// rank has a save in flight (agreed), the interval re-agreed after a save every rank finished, and
+// the next save started when due. Every rank takes the same branches.
+void memory_boundary(TrainingRun& run, int step, bool busy_anywhere, float loss, double step_seconds) {
+  MemoryCheckpointer& mem = *run.memory;
+  for (const MemoryOutcome& o : mem.take_outcomes()) {
+    record_event(o.ok ? "memory snapshot" : "memory snapshot failed",
+                 fmt::format("step {}: copy {:.1f} ms, hash {:.1f} ms, replication {:.1f} ms ({:.1f} MiB in), worker "
+                             "CPU {:.1f} ms", o.step, o.copy_seconds * 1e3, o.hash_seconds * 1e3,
+                             o.replicate_seconds * 1e3, o.replica_bytes / 1048576.0, o.worker_cpu_seconds * 1e3));
+    if (!o.ok) run.log->message("checkpoint", fmt::format("in-memory snapshot of step {} failed: {}", o.step, o.message));
+  }
+  if (busy_anywhere) return;
+  if (run.memory_saved) {  // every rank finished the last save: its cost decides the interval
+    mem.agree_interval(step_seconds);
+    run.memory_saved = false;
+  }
+  if (!mem.due(step)) return;
+  const MemorySaveStats st = mem.save(step, run.train->position(), run.tokens_per_step() * static_cast<uint64_t>(step),
+                                      loss);
+  run.memory_saved = true;
+  record_event("memory snapshot stage 1", fmt::format("step {}: {:.2f} ms, {:.1f} MiB (interval {})", step,
+                                                      st.seconds * 1e3, st.bytes / 1048576.0, mem.interval()));
+}
+
 // The step boundary: every rank agrees whether to stop and whether to save. Returns true when the
 // run stops here (saved).
-bool step_boundary(TrainingRun& run, int step, float loss) {
+bool step_boundary(TrainingRun& run, int step, float loss, double step_seconds) {
   const Config& cfg = run.cfg;
   // A signal reached any rank; a save failed and checkpoint.on_failure = stop (one all-reduce, which
-  // also announces failed saves and says whether one is still in flight).
+  // also announces failed saves and says whether one is still in flight, on storage or in memory).
   const bool save_failed = report_saves(run) && cfg.checkpoint.on_failure == SaveFailurePolicy::kStop;
-  const auto [signalled, stop_on_failure] = run.ckpt->at_boundary(stop_signal() != 0, save_failed);
+  const auto [signalled, stop_on_failure, memory_busy] =
+      run.ckpt->at_boundary(stop_signal() != 0, save_failed, run.memory && run.memory->busy());
   MS_CHECK(!stop_on_failure, "step {}: a checkpoint save failed and checkpoint.on_failure=stop (see "
            "the checkpoint messages); the last published checkpoint is intact", step);
   run.observer->after_step(step);
   const bool exit_now = signalled || (cfg.train.exit_after > 0 && step - run.first_step + 1 >= cfg.train.exit_after);
   const int every = cfg.checkpoint.every;
   if (exit_now || (every > 0 && (step % every == 0 || step == cfg.train.steps))) save_checkpoint(run, step, exit_now, loss);
+  if (run.memory && !exit_now && step < cfg.train.steps) memory_boundary(run, step, memory_busy, loss, step_seconds);
   if (!exit_now) return false;
   run.ckpt->drain();
   const bool failed = any_rank(run.world(), report_saves(run));
@@ -134,7 +161,7 @@ LoopEnd run_steps(TrainingRun& run) {
         end.last = eval_loss(*run.trainer, run.val.get(), run.eval_batches);
         log.eval(step, end.last);
       }
-      if (step_boundary(run, step, s.loss)) {
+      if (step_boundary(run, step, s.loss, s.seconds)) {
         end.stopped = true;
         return end;
       }

@@ -6,12 +6,14 @@
 #include <cmath>  // NAN
 
 #include <fmt/format.h>        // fmt::format
+#include <fmt/ranges.h>        // fmt::join
 #include <nlohmann/json.hpp>   // restore_rank<R>.json
 
 #include "base/atomic_file.h"   // write_text_atomic
 #include "base/check.h"         // MS_CHECK
 #include "base/thread_pin.h"    // pin_omp_threads
 #include "ckpt/ckpt_comm.h"     // any_rank
+#include "comm/communicator.h"  // all_reduce
 #include "config/resume_spec.h" // parse_resume
 #include "kernels/gemm_peak.h"  // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
 #include "model/flops.h"        // model_flops_per_token
@@ -19,6 +21,34 @@
 namespace ms {
 
 namespace {
+// The restart's state from in-memory checkpoints (ckpt/memory_restore.h), when every rank's state of
+// a step at least as new as storage's has a copy; true when restored (storage is not read).
+bool restore_memory(TrainingRun& run, int disk_step) {
+  RankGrid* g = run.grid.get();
+  float newest = static_cast<float>(disk_step);  // rank 0's view, to every rank (steps < 2^24: exact)
+  if (run.world()) run.world()->all_reduce(&newest, 1, DType::kF32, ReduceOp::kMax);
+  MemoryRestoreResult& r = run.memory_restored;
+  r = restore_from_memory(run.cfg, run.trainer->parallel(), g ? g->memory() : nullptr, run.who,
+                          run.memory_dir, static_cast<int>(newest));
+  if (!r.restored) {
+    run.log->message("resume", fmt::format("in memory: {}; storage is read", r.why_not));
+    return false;
+  }
+  run.first_step = r.step + 1;
+  run.feed_opt.start = r.data;
+  run.log->message("resume", fmt::format("resumed from memory at step {} (this rank's copy: {}; {} agreement round(s); "
+                                         "{:.1f} MiB received) in {:.2f} s", r.step, r.source, r.rounds,
+                                         r.bytes_received / 1048576.0, r.seconds));
+  const nlohmann::json reads = {{"path", "memory"}, {"source", r.source}, {"step", r.step}, {"seconds", r.seconds},
+                                {"scan_seconds", r.scan_seconds}, {"agree_seconds", r.agree_seconds},
+                                {"verify_seconds", r.verify_seconds}, {"transfer_seconds", r.transfer_seconds},
+                                {"load_seconds", r.load_seconds}, {"bytes_received", r.bytes_received},
+                                {"rounds", r.rounds}, {"files_read", 0}, {"bytes_read", 0},
+                                {"dp", run.dp_rank}, {"tp", run.who.tp}, {"pp", run.stage}};
+  run.restore_record = reads;
+  return true;
+}
+
 // Resume (train.resume): the newest checkpoint that verifies, loaded under this layout; the training
 // stream continues where it stopped. A resume in sight (train.resume given as a folder, or `auto`
 // with a checkpoint to try; rank 0 looks, everyone follows) skips the weights' random init; if no
@@ -30,10 +60,16 @@ void restore_or_init(TrainingRun& run) {
   run.storage = std::make_unique<LocalStorage>(ckpt_root);
   bool resume_in_sight = false;
   const ResumeSpec resume = parse_resume(cfg.train.resume);
-  if (run.rank == 0 && resume.mode != ResumeMode::kNever)
-    resume_in_sight = resume.mode == ResumeMode::kPath ||
-                      !checkpoint_candidates(*run.storage, [](const std::string&) {}).empty();
-  resume_in_sight = any_rank(run.world(), resume_in_sight);
+  int disk_step = -1;  // rank 0: the newest step on storage
+  if (run.rank == 0 && resume.mode != ResumeMode::kNever) {
+    const std::vector<std::string> c = checkpoint_candidates(*run.storage, [](const std::string&) {});
+    resume_in_sight = resume.mode == ResumeMode::kPath || !c.empty();
+    if (!c.empty()) disk_step = checkpoint_step_of(c.front());
+  }
+  // In-memory checkpoints (train.resume = auto only): a restarted rank's host may hold its state.
+  const bool memory = !run.memory_dir.empty() && resume.mode == ResumeMode::kAuto;
+  const bool in_memory = memory && memory_copies_present(run.memory_dir, run.rank);
+  resume_in_sight = any_rank(run.world(), resume_in_sight || in_memory);
   const bool from_hf = !cfg.train.init_from.empty();  // train.init_from: the folder's weights when nothing resumes
   RankGrid* g = run.grid.get();
   run.trainer = std::make_unique<Trainer>(cfg, g ? &g->dp() : nullptr, g ? &g->tp() : nullptr,
@@ -43,6 +79,8 @@ void restore_or_init(TrainingRun& run) {
   MS_CHECK(pm.needs_tokens() == run.feed_opt.needs_tokens, "rank {}: the data feed and the pipeline disagree on "
            "whether this stage reads tokens", run.rank);
   run.who = CheckpointRank{run.rank, run.env.world_size, run.dp_rank, g ? g->coord().tp : 0, run.stage};
+  run.startup.mark("model");
+  if (memory && resume_in_sight && restore_memory(run, disk_step)) return;
   run.restored = restore_checkpoint(cfg, pm, *run.storage, run.world(), g ? &g->dp() : nullptr, run.who,
                                     [&](const std::string& m) { if (run.rank == 0) log.message("checkpoint", m); });
   const RestoreResult& r = run.restored;
@@ -66,7 +104,7 @@ void restore_or_init(TrainingRun& run) {
                           {"read_seconds", r.read_seconds}, {"agree_seconds", r.agree_seconds},
                           {"send_seconds", r.send_seconds},
                           {"dp", run.dp_rank}, {"tp", run.who.tp}, {"pp", run.stage}};
-  write_text_atomic(fmt::format("{}/restore_rank{}.json", run.out_dir(), run.rank), reads.dump(1));
+  run.restore_record = reads;
 }
 
 // MFU as MegaScale counts it: model FLOP/s over the hardware peak of every rank (cores x FLOP/cycle
@@ -126,7 +164,9 @@ void build_model(TrainingRun& run) {
   const Config& cfg = run.cfg;
   RunLog& log = *run.log;
   restore_or_init(run);
+  run.startup.mark("restore");
   run.train = std::make_unique<MachineBatchFeed>(run.feed_opt);
+  run.startup.mark("loader");
   // Pinned after the loaders' prefetch threads exist (they keep the process's CPU set).
   // Oversubscribed (more threads on this machine than usable cores): not pinned, so the scheduler
   // shares the cores among all ranks evenly (pinned, the ranks sharing a core with rank 0's extra
@@ -139,12 +179,34 @@ void build_model(TrainingRun& run) {
                                        "usable core(s)", local, run.threads, omp_get_num_procs()));
   run.ckpt = std::make_unique<Checkpointer>(cfg, run.trainer->parallel(), *run.storage, run.world(), run.who,
                                             run.restored.restored ? &run.restored.manifest : nullptr);
-  run.trainer->set_before_update([&run] { run.stage1_wait_s = run.ckpt->finish_stage1(); });
+  if (!run.memory_dir.empty()) {
+    RankGrid* g = run.grid.get();
+    run.memory = std::make_unique<MemoryCheckpointer>(cfg, run.trainer->parallel(), g ? g->memory() : nullptr, run.who,
+                                                      run.memory_dir, std::max(0, run.env.host_index));
+    log.message("checkpoint", fmt::format("in-memory checkpoints in {}: {:.1f} MiB per snapshot, replicas on rank(s) "
+                                          "[{}], {}", run.memory_dir, run.memory->payload_bytes() / 1048576.0,
+                                          fmt::join(run.memory->replica_ranks(), ", "),
+                                          cfg.checkpoint.memory_every > 0
+                                              ? fmt::format("every {} step(s)", cfg.checkpoint.memory_every)
+                                              : std::string("every step while it costs <= 5% (auto)")));
+  }
+  run.startup.mark("checkpointers");
+  run.trainer->set_before_update([&run] {
+    run.stage1_wait_s = run.ckpt->finish_stage1() + (run.memory ? run.memory->finish_stage1() : 0.0);
+  });
   if (run.grid)
     log.message("parallel", fmt::format("world {} ({} backend), grid {} tp={} dp={} pp={}{}", run.env.world_size,
                                         run.grid->world().backend(), cfg.parallel.order, cfg.parallel.tp, run.dp,
                                         cfg.parallel.pp, run.trainer->parallel().describe()));
   measure_peaks_and_log_start(run);
+  run.startup.mark("peaks");
+  // A restart's account (restore_rank<R>.json: the restore's phases and where start-up went), read
+  // by the driver's `recovery` event (report/recovery_report.h).
+  if (!run.restore_record.is_null()) {
+    run.restore_record["startup"] = run.startup.to_json();
+    write_text_atomic(fmt::format("{}/restore_rank{}.json", run.out_dir(), run.rank), run.restore_record.dump(1));
+    log.message("startup", "start-up " + run.startup.describe());
+  }
 }
 
 }  // namespace ms

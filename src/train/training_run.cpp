@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
+
 #include "base/atomic_file.h"     // write_text_atomic
 #include "base/check.h"           // MS_CHECK
 #include "base/device.h"          // require_device
@@ -65,6 +68,18 @@ uint64_t TrainingRun::tokens_per_step() const {
   return static_cast<uint64_t>(cfg.train.batch_size) * cfg.train.seq_len * cfg.train.grad_accum * dp;
 }
 
+std::string StartupPhases::describe() const {
+  std::vector<std::string> parts;
+  for (const auto& [name, s] : phases) parts.push_back(fmt::format("{} {:.2f}", name, s));
+  return fmt::format("{:.2f} s: {}", since_start.seconds(), fmt::join(parts, ", "));
+}
+
+nlohmann::json StartupPhases::to_json() const {
+  nlohmann::json j = {{"total", since_start.seconds()}};
+  for (const auto& [name, s] : phases) j[name] = s;
+  return j;
+}
+
 void start_world(TrainingRun& run, const Config& cfg_in) {
   namespace fs = std::filesystem;
   // The world first: layout errors (world size vs grid, global batch vs dp) before any work.
@@ -93,15 +108,21 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   run.hang_watch = std::make_unique<HangWatch>(cfg, env);
   const char* stage_env = std::getenv("MEGASCALE_TEST_STAGE_HOST");
   const bool stage_host = stage_env && std::string(stage_env) == "1" && env.world_size > 1;
+  // In-memory checkpoints: on where this host has a memory folder (the driver's executors give one)
+  // and the state is in host memory; memory_every = N > 0 on a GPU is a named error (its saver's).
+  const bool memory_possible = cfg.train.device == Device::kCpu || cfg.checkpoint.memory_every > 0;
+  if (cfg.checkpoint.memory_every != 0 && memory_possible) run.memory_dir = memory_dir_of(cfg);
   if (env.world_size > 1) {
     std::unique_ptr<Communicator> world = init_world(env);
     // Tests: host buffers through the GPU staging path (comm/staging.h), on every group.
     if (stage_host) world->stage_host_buffers(true);
     run.grid = std::make_unique<RankGrid>(std::move(world), cfg.parallel.order,
-                                          GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp});
+                                          GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp},
+                                          /*memory_group=*/!run.memory_dir.empty());
   }
   if (run.grid) run.hang_watch->attach(*run.grid, env, cfg);
   run.rank = run.grid ? run.grid->world().rank() : 0;
+  run.startup.mark("world");
   // One job per run folder: rank 0 locks train.out_dir and the checkpoint folder for the run's
   // lifetime; a second job stops here, on every rank, before it writes anything (ckpt/dir_lock.h).
   run.dir_locks = lock_run_dirs(cfg, run.world(), run.rank);
@@ -126,6 +147,7 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
     for (const std::string& line : where.lines) run.log->message("placement", "placement: " + line);
     for (const std::string& w : where.warnings) run.log->message("placement", "warning: " + w);
   }
+  run.startup.mark("setup");
 }
 
 std::string data_meta_path(const std::string& train) {
@@ -179,6 +201,7 @@ void open_data(TrainingRun& run) {
     run.grid->pp().broadcast(&n, 1, DType::kF32, 0);
     run.eval_batches = static_cast<int>(n);
   }
+  run.startup.mark("data");
 }
 
 }  // namespace ms

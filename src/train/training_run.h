@@ -17,7 +17,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"           // Stopwatch
 #include "ckpt/checkpointer.h"    // Checkpointer, CheckpointRank
+#include "ckpt/memory_checkpointer.h"  // MemoryCheckpointer
+#include "ckpt/memory_restore.h"       // MemoryRestoreResult
 #include "ckpt/dir_lock.h"        // DirLock
 #include "ckpt/restore.h"         // RestoreResult
 #include "ckpt/storage.h"         // LocalStorage
@@ -34,7 +39,21 @@
 
 namespace ms {
 
+// Where a rank's start-up time goes (a restart's seconds before its first step): each phase's
+// seconds, in order, from the TrainingRun's construction.
+struct StartupPhases {
+  Stopwatch since_start, since_mark;
+  std::vector<std::pair<std::string, double>> phases;
+  void mark(const std::string& phase) {
+    phases.emplace_back(phase, since_mark.seconds());
+    since_mark.restart();
+  }
+  std::string describe() const;   // "2.31 s: world 0.52, data 0.10, ..."
+  nlohmann::json to_json() const;  // {"total": s, "<phase>": s, ...}
+};
+
 struct TrainingRun {
+  StartupPhases startup;
   // --- start_world ---
   Config cfg;                                 // resolved against the world size
   CommEnv env;
@@ -56,6 +75,13 @@ struct TrainingRun {
   std::unique_ptr<MachineBatchFeed> train;
   CheckpointRank who;
   std::unique_ptr<Checkpointer> ckpt;
+  // In-memory checkpoints (checkpoint.memory_every, ckpt/memory_checkpointer.h): this host's
+  // memory folder ("" = off), the saver, and what a restart restored from memory.
+  std::string memory_dir;
+  std::unique_ptr<MemoryCheckpointer> memory;
+  MemoryRestoreResult memory_restored;
+  nlohmann::json restore_record;              // this rank's restore_rank<R>.json (null: nothing restored)
+  bool memory_saved = false;                  // a memory save started since the interval was last agreed
   double stage1_wait_s = 0;                   // the optimizer's wait for a stage-1 copy, this step
   HardwarePeak hw;                            // rank 0 measures; NaN peaks elsewhere
   double hw_gflops = 0, gemm_gflops = 0, flops_per_token = 0;

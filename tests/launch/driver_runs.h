@@ -101,7 +101,8 @@ class DriverJob {
            "[optim]\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\n"
            "[train]\nsteps = " << kSteps << "\nbatch_size = 2\nseq_len = 32\nglobal_batch = 24\neval_every = 0\n"
            "sample_tokens = 0\nthreads = 1\nprogress = \"lines\"\n"
-           "[checkpoint]\nevery = " << kEvery << "\n"
+           // memory_every = 0: these jobs recover from storage (the in-memory path: test_memory_recovery).
+           "[checkpoint]\nevery = " << kEvery << "\nmemory_every = 0\n"
            "[obs]\nflush_ms = 200\n"
            "[data]\ntrain = \"" << dir_ << "/train.bin\"\nval = \"\"\n";
   }

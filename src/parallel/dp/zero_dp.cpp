@@ -334,6 +334,27 @@ void ZeroDataParallel::load_state(const float* params, const float* m, const flo
   }
 }
 
+size_t ZeroDataParallel::load_own_runs(const float* packed, int steps_taken) {
+  finish_param_all_gather();
+  float* M = optimizer_.moment1();
+  float* V = optimizer_.moment2();
+  const Device dev = on_.device;
+  size_t read = 0;
+  for (const DpPiece& p : layout_.pieces()) {  // append_state_runs' order
+    const size_t n = p.view.numel, at = p.view.offset, bytes = n * sizeof(float);
+    copy_bytes(shard_params_.data() + at, dev, packed + read, Device::kCpu, bytes);
+    copy_bytes(M + at, dev, packed + read + n, Device::kCpu, bytes);
+    copy_bytes(V + at, dev, packed + read + 2 * n, Device::kCpu, bytes);
+    read += 3 * n;
+  }
+  if (dev == Device::kCuda) stream_sync({});
+  optimizer_.set_steps_taken(steps_taken);
+  // The model's weights from every replica's shard: the all-gather that follows each update.
+  start_param_all_gather();
+  finish_param_all_gather();
+  return read;
+}
+
 void ZeroDataParallel::begin_step() {
   reset_exposed_seconds();
   model_.zero_grad();

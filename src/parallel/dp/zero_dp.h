@@ -91,6 +91,7 @@ class ZeroDataParallel final : public ParamState {
   // Restore: takes this rank's pieces of whole-buffer params / moments (the model's layout) and the
   // step counter, and writes the model's whole parameters (`params` may be the model's own).
   void load_state(const float* params, const float* m, const float* v, int steps_taken) override;
+  size_t load_own_runs(const float* packed, int steps_taken) override;
   // The flat-buffer ranges [lo, hi) DP rank `rank` of `dp` owns (its optimizer state), for a model
   // built like `model` (a restore's reader sends each rank only its ranges).
   static std::vector<std::pair<size_t, size_t>> owned_ranges(const GPT& model, const ParallelConfig& parallel,

@@ -1,0 +1,291 @@
+// memory_checkpointer.cpp: see memory_checkpointer.h.
+#include "ckpt/memory_checkpointer.h"
+
+#include <sys/resource.h>  // setpriority
+#include <sys/syscall.h>   // SYS_gettid
+#include <unistd.h>
+
+#include <algorithm>   // std::sort, std::max
+#include <array>
+#include <cmath>       // std::ceil
+#include <cstdlib>     // std::getenv
+#include <cstring>     // std::memcpy
+#include <ctime>       // clock_gettime
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "base/check.h"       // MS_CHECK
+#include "base/clock.h"       // Stopwatch
+#include "base/log.h"         // logger
+#include "base/thread_pin.h"  // restore_thread_affinity
+#include "ckpt/ckpt_fault.h"  // ckpt_fault_point
+#include "ckpt/manifest.h"    // model_config_hash
+#include "comm/communicator.h"
+#include "obs/run_recorder.h" // TraceScope
+
+namespace ms {
+namespace fs = std::filesystem;
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Lowest-but-one CPU priority for the calling thread (the hash and the replication run behind training).
+void lower_thread_priority() {
+  const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 10);
+}
+
+// Message tags on the memory group: a save's headers and payloads, by the save's step parity.
+uint32_t header_tag(int step) { return 0x4d450000u + static_cast<uint32_t>(step % 2) * 2; }
+uint32_t payload_tag(int step) { return header_tag(step) + 1; }
+
+}  // namespace
+
+std::vector<int> replica_destinations(const std::vector<int>& host_of, int rank, int replicas) {
+  std::vector<int> hosts;  // in order of their lowest rank
+  std::map<int, std::vector<int>> ranks_of;
+  for (int r = 0; r < static_cast<int>(host_of.size()); r++) {
+    if (!ranks_of.count(host_of[r])) hosts.push_back(host_of[r]);
+    ranks_of[host_of[r]].push_back(r);
+  }
+  const int n = static_cast<int>(hosts.size());
+  const int mine = static_cast<int>(std::find(hosts.begin(), hosts.end(), host_of[rank]) - hosts.begin());
+  const std::vector<int>& own = ranks_of[host_of[rank]];
+  const int pos = static_cast<int>(std::find(own.begin(), own.end(), rank) - own.begin());
+  std::vector<int> out;
+  for (int k = 1; k <= std::min(replicas, n - 1); k++) {
+    const std::vector<int>& there = ranks_of[hosts[(mine + k) % n]];
+    out.push_back(there[pos % there.size()]);
+  }
+  return out;
+}
+
+std::string memory_dir_of(const Config& cfg) {
+  if (!cfg.checkpoint.memory_dir.empty()) return cfg.checkpoint.memory_dir;
+  const char* env = std::getenv("MEGASCALE_MEM_DIR");
+  return env ? env : "";
+}
+
+uint64_t memory_layout_hash(const Config& cfg, int rank, int world, const std::vector<StateRun>& runs) {
+  std::string text = fmt::format("{}|{}|r{}/{}|dp{} tp{} pp{} v{}", fs::absolute(cfg.train.out_dir).string(),
+                                 model_config_hash(cfg.model), rank, world, cfg.parallel.dp, cfg.parallel.tp,
+                                 cfg.parallel.pp, cfg.parallel.virtual_stages);
+  for (const StateRun& r : runs) text += fmt::format("|{}:{}:{}-{}", r.chunk, r.spec->name, r.lo, r.hi);
+  return XXH64(text.data(), text.size(), 0);
+}
+
+MemoryCheckpointer::MemoryCheckpointer(const Config& cfg, ParallelModel& model, Communicator* group,
+                                       CheckpointRank who, std::string dir, int host_index)
+    : cfg_(cfg), model_(model), group_(group), who_(who), dir_(std::move(dir)) {
+  MS_CHECK(!dir_.empty(), "in-memory checkpoints need checkpoint.memory_dir (or $MEGASCALE_MEM_DIR)");
+  MS_CHECK(cfg.train.device == Device::kCpu, "in-memory checkpoints: train.device='{}' (state in GPU memory) is not "
+           "built yet; set checkpoint.memory_every=0", config_name(cfg.train.device));
+  fs::create_directories(dir_);
+  runs_ = model_.own_state_runs();
+  for (const StateRun& r : runs_) payload_bytes_ += 3 * (r.hi - r.lo) * sizeof(float);
+  layout_ = memory_layout_hash(cfg, who.rank, who.world, runs_);
+  // Every rank's host and payload size (fixed for the run): the placement and the receive sizes.
+  const int world = group_ ? group_->size() : 1;
+  std::vector<float> mine = {static_cast<float>(host_index), static_cast<float>(payload_bytes_ / sizeof(float))};
+  std::vector<float> all(2 * static_cast<size_t>(world));
+  if (group_) group_->all_gather(mine.data(), all.data(), 2, DType::kF32);
+  else all = mine;
+  for (int r = 0; r < world; r++) {
+    host_of_.push_back(static_cast<int>(all[2 * r]));
+    bytes_of_.push_back(static_cast<uint64_t>(all[2 * r + 1]) * sizeof(float));
+  }
+  MS_CHECK(bytes_of_[who.rank] == payload_bytes_, "in-memory checkpoint: payload of {} bytes does not survive its "
+           "exchange as a float ({} bytes)", payload_bytes_, bytes_of_[who.rank]);
+  dests_ = replica_destinations(host_of_, who.rank, cfg.checkpoint.memory_replicas);
+  for (int r = 0; r < world; r++)
+    for (int d : replica_destinations(host_of_, r, cfg.checkpoint.memory_replicas))
+      if (d == who.rank) sources_.push_back(r);
+  // The next save goes to the slot NOT holding the newest complete copy (a restarted rank keeps the
+  // copies it restored from, until a newer one is complete).
+  auto older_slot = [](const std::array<SnapshotFile, 2>& s) {
+    auto step_of = [](const SnapshotFile& f) { return f.header().state == 1 ? f.header().step : -1; };
+    return step_of(s[0]) > step_of(s[1]) ? 1 : 0;
+  };
+  for (int s = 0; s < 2; s++) own_[s] = SnapshotFile::create(dir_ + "/" + own_snapshot_name(who.rank, s), payload_bytes_);
+  next_slot_ = older_slot(own_);
+  held_.resize(sources_.size());
+  held_next_.assign(sources_.size(), 0);
+  for (size_t i = 0; i < sources_.size(); i++) {
+    for (int s = 0; s < 2; s++)
+      held_[i][s] = SnapshotFile::create(dir_ + "/" + replica_snapshot_name(who.rank, sources_[i], s),
+                                         bytes_of_[sources_[i]]);
+    held_next_[i] = older_slot(held_[i]);
+  }
+  interval_ = cfg.checkpoint.memory_every > 0 ? cfg.checkpoint.memory_every : 1;
+  worker_ = std::thread([this] { worker_main(); });
+}
+
+MemoryCheckpointer::~MemoryCheckpointer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+bool MemoryCheckpointer::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return working_ || !jobs_.empty();
+}
+
+MemorySaveStats MemoryCheckpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
+  TraceScope span("memory-snapshot");
+  const Stopwatch w;
+  Job j;
+  j.step = step;
+  SnapshotHeader& h = j.header;
+  h.rank = who_.rank, h.world = who_.world, h.step = step, h.layout = layout_;
+  h.data_epoch = data.epoch, h.data_index = data.index, h.tokens = tokens, h.loss = loss;
+  h.payload_bytes = payload_bytes_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(j);
+    copying_ = working_ = true;
+  }
+  cv_.notify_all();
+  return MemorySaveStats{true, w.seconds(), payload_bytes_};
+}
+
+double MemoryCheckpointer::finish_stage1() {
+  const Stopwatch w;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!copying_) return 0;
+  cv_.wait(lock, [&] { return !copying_; });
+  return w.seconds();
+}
+
+std::vector<MemoryOutcome> MemoryCheckpointer::take_outcomes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(outcomes_, {});
+}
+
+void MemoryCheckpointer::agree_interval(double step_seconds) {
+  if (cfg_.checkpoint.memory_every > 0) return;  // fixed
+  // The interval at which this rank's last save costs <= 5% of the steps it spans.
+  float want = 1;
+  if (step_seconds > 0) want = static_cast<float>(std::max(1.0, std::ceil(last_cost_s_ / (0.05 * step_seconds))));
+  if (group_) group_->all_reduce(&want, 1, DType::kF32, ReduceOp::kMax);
+  interval_ = static_cast<int>(want);
+}
+
+void MemoryCheckpointer::worker_main() {
+  restore_thread_affinity();  // not the training thread's CPU
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !jobs_.empty() || stop_; });
+      if (jobs_.empty()) return;
+      job = jobs_.front();
+    }
+    MemoryOutcome out;
+    try {
+      out = run_job(job);
+    } catch (const std::exception& e) {
+      out.step = job.step, out.ok = false, out.message = e.what();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.pop_front();
+      copying_ = false;
+      working_ = !jobs_.empty();
+      last_cost_s_ = out.worker_cpu_seconds;
+      outcomes_.push_back(std::move(out));
+    }
+    cv_.notify_all();
+  }
+}
+
+MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
+  MemoryOutcome out;
+  out.step = job.step, out.bytes = payload_bytes_;
+  const double cpu0 = thread_cpu_seconds();
+  SnapshotFile& f = own_[next_slot_];
+  next_slot_ ^= 1;
+  Stopwatch w;
+  {
+    TraceScope span("memory-snapshot-copy");
+    f.begin_write();  // incomplete until complete(): a crash midway leaves no complete-looking copy
+    ckpt_fault_point("mem_copy", who_.rank, job.step);
+    uint8_t* p = f.payload();
+    for (const StateRun& r : runs_) {
+      const size_t n = (r.hi - r.lo) * sizeof(float);
+      std::memcpy(p, r.param, n), p += n;
+      std::memcpy(p, r.m, n), p += n;
+      std::memcpy(p, r.v, n), p += n;
+    }
+  }
+  out.copy_seconds = w.seconds();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    copying_ = false;  // the state may change now (the optimizer update)
+  }
+  cv_.notify_all();
+  lower_thread_priority();
+  w.restart();
+  f.complete(job.header);
+  out.hash_seconds = w.seconds();
+  w.restart();
+  replicate(job, out);
+  out.replicate_seconds = w.seconds();
+  out.worker_cpu_seconds = thread_cpu_seconds() - cpu0;
+  out.ok = true;
+  out.message = fmt::format("step {}: {:.1f} MiB in memory ({} own), {} replica(s) sent, {} held", job.step,
+                            payload_bytes_ / 1048576.0, f.path(), dests_.size(), sources_.size());
+  return out;
+}
+
+// Headers first (every replica's size and hash travel with it), then the payloads, straight into
+// the holders' snapshot files; a holder checks the payload's XXH64 before it marks its copy complete.
+void MemoryCheckpointer::replicate(const Job& job, MemoryOutcome& out) {
+  if (!group_ || (dests_.empty() && sources_.empty())) return;
+  TraceScope span("memory-snapshot-replicate");
+  const SnapshotFile& own = own_[next_slot_ ^ 1];
+  std::vector<SnapshotHeader> in(sources_.size());
+  std::vector<CommWork> works;
+  for (size_t i = 0; i < sources_.size(); i++)
+    works.push_back(group_->start_recv(&in[i], sizeof(SnapshotHeader), sources_[i], header_tag(job.step)));
+  for (int d : dests_) works.push_back(group_->start_send(&own.header(), sizeof(SnapshotHeader), d, header_tag(job.step)));
+  for (CommWork& c : works) c.wait();
+  works.clear();
+  ckpt_fault_point("mem_send", who_.rank, job.step);
+  std::vector<SnapshotFile*> targets;
+  for (size_t i = 0; i < sources_.size(); i++) {
+    MS_CHECK(in[i].step == job.step && in[i].rank == sources_[i] && in[i].payload_bytes == bytes_of_[sources_[i]],
+             "in-memory checkpoint: rank {}'s replica header says step {} rank {} {} bytes, expected step {} rank {} "
+             "{} bytes", sources_[i], in[i].step, in[i].rank, in[i].payload_bytes, job.step, sources_[i],
+             bytes_of_[sources_[i]]);
+    SnapshotFile& t = held_[i][held_next_[i]];
+    held_next_[i] ^= 1;
+    t.begin_write();
+    targets.push_back(&t);
+    works.push_back(group_->start_recv(t.payload(), in[i].payload_bytes, sources_[i], payload_tag(job.step)));
+  }
+  for (int d : dests_) works.push_back(group_->start_send(own.payload(), payload_bytes_, d, payload_tag(job.step)));
+  for (CommWork& c : works) c.wait();
+  for (size_t i = 0; i < sources_.size(); i++) {
+    SnapshotFile& t = *targets[i];
+    const uint64_t got = XXH64(t.payload(), in[i].payload_bytes, 0);  // what arrived, before it counts
+    MS_CHECK(got == in[i].payload_xxh64, "in-memory checkpoint: rank {}'s replica of step {} arrived corrupted "
+             "(XXH64 {:016x}, sent {:016x}); it stays incomplete", sources_[i], job.step, got, in[i].payload_xxh64);
+    t.complete(in[i], &got);
+    if (ckpt_fault_point("mem_flip", who_.rank, job.step)) t.payload()[t.header().payload_bytes / 2] ^= 0x40;
+    out.replica_bytes += in[i].payload_bytes;
+  }
+}
+
+}  // namespace ms
