@@ -97,6 +97,9 @@ void add_selfcheck_command(CLI::App& app, SelfCheckArgs& a) {
   cmd->add_option("--size-mb", a.size_mb, "MiB all-reduced per bandwidth iteration")
       ->check(CLI::Range(0.001, 4096.0))->capture_default_str();
   cmd->add_option("--iters", a.iters, "timed bandwidth all-reduces")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--gemm-seconds", a.gemm_seconds, "seconds of timed GEMMs for the GFLOP/s (at least one GEMM)")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
   cmd->add_option("--device", a.device, "cpu, or cuda: the GEMM through cuBLASLt and the all-reduced buffers in GPU "
                   "memory (GPU local_rank; MEGASCALE_BACKEND=nccl, or gloo / mpi through pinned host staging)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, Device>{{"cpu", Device::kCpu}, {"cuda", Device::kCuda}}))
@@ -136,6 +139,7 @@ int run_selfcheck(const SelfCheckArgs& a) {
     if (do_gemm) {
       GemmCheckOptions g;
       g.device = a.device;
+      g.bench_seconds = a.gemm_seconds;
       r.gemm = run_gemm_check(g);
     }
   } catch (const CommError& e) {

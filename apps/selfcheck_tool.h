@@ -27,6 +27,7 @@ struct SelfCheckArgs {
   double timeout_s = 20;    // rendezvous and per-op deadline of the collective check
   double size_mb = 4;       // bandwidth all-reduce buffer (MiB)
   int iters = 8;            // timed bandwidth all-reduces
+  double gemm_seconds = 0.4;  // the GEMM timing phase (the driver's checks after a fault: shorter)
   Device device = Device::kCpu;  // cuda: both checks on the GPU (selfcheck.h)
 };
 

@@ -1,6 +1,11 @@
 // aligned: 64-byte aligned, zero-initialised, fixed-size buffers for tensors and kernel scratch.
-// Allocation happens once (construction or resize); hot paths only index into them.
+// Allocation happens once (construction or resize); hot paths only index into them. Buffers of
+// 1 MiB and more are anonymous mappings: the kernel's pages are zero already and are touched only
+// when first used (a restart's 100s of MiB of state buffers cost no memset pass before they are
+// filled); smaller ones come from the heap and are zeroed here.
 #pragma once
+#include <sys/mman.h>  // mmap, munmap
+
 #include <cstddef>  // size_t
 #include <cstdlib>  // std::aligned_alloc, std::free
 #include <cstring>  // std::memset
@@ -16,24 +21,33 @@ class AlignedBuffer {
   explicit AlignedBuffer(size_t n) { resize(n); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)), mapped_(std::exchange(o.mapped_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
-    if (this != &o) { std::free(ptr_); ptr_ = std::exchange(o.ptr_, nullptr); n_ = std::exchange(o.n_, 0); }
+    if (this != &o) {
+      release();
+      ptr_ = std::exchange(o.ptr_, nullptr), n_ = std::exchange(o.n_, 0), mapped_ = std::exchange(o.mapped_, 0);
+    }
     return *this;
   }
-  ~AlignedBuffer() { std::free(ptr_); }
+  ~AlignedBuffer() { release(); }
 
   // Reallocates (contents zeroed) when the size changes; a no-op otherwise.
   void resize(size_t n) {
     if (n == n_ && ptr_) return;
-    std::free(ptr_);
-    ptr_ = nullptr;
-    n_ = n;
+    release();
     size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
     if (bytes == 0) bytes = 64;
-    ptr_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-    if (!ptr_) throw std::bad_alloc();
-    std::memset(static_cast<void*>(ptr_), 0, bytes);
+    if (bytes >= kMapBytes) {  // page-aligned, zero-filled by the kernel on first touch
+      void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      ptr_ = static_cast<T*>(p), mapped_ = bytes;
+    } else {
+      ptr_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+      if (!ptr_) throw std::bad_alloc();
+      std::memset(static_cast<void*>(ptr_), 0, bytes);
+    }
+    n_ = n;
   }
   void zero() { if (ptr_) std::memset(static_cast<void*>(ptr_), 0, n_ * sizeof(T)); }
 
@@ -44,8 +58,15 @@ class AlignedBuffer {
   const T& operator[](size_t i) const { return ptr_[i]; }
 
  private:
+  static constexpr size_t kMapBytes = size_t{1} << 20;
+  void release() {
+    if (mapped_) ::munmap(ptr_, mapped_);
+    else std::free(ptr_);
+    ptr_ = nullptr, n_ = 0, mapped_ = 0;
+  }
   T* ptr_ = nullptr;
   size_t n_ = 0;
+  size_t mapped_ = 0;  // bytes mapped (0: heap)
 };
 
 }  // namespace ms

@@ -93,17 +93,20 @@ MemoryCheckpointer::MemoryCheckpointer(const Config& cfg, ParallelModel& model, 
   for (const StateRun& r : runs_) payload_bytes_ += 3 * (r.hi - r.lo) * sizeof(float);
   layout_ = memory_layout_hash(cfg, who.rank, who.world, runs_);
   // Every rank's host and payload size (fixed for the run): the placement and the receive sizes.
+  // Raw 64-bit values through the float all-gather (it moves bits, no arithmetic).
+  struct Entry {
+    int64_t host;
+    uint64_t bytes;
+  };
+  static_assert(sizeof(Entry) % sizeof(float) == 0);
   const int world = group_ ? group_->size() : 1;
-  std::vector<float> mine = {static_cast<float>(host_index), static_cast<float>(payload_bytes_ / sizeof(float))};
-  std::vector<float> all(2 * static_cast<size_t>(world));
-  if (group_) group_->all_gather(mine.data(), all.data(), 2, DType::kF32);
-  else all = mine;
-  for (int r = 0; r < world; r++) {
-    host_of_.push_back(static_cast<int>(all[2 * r]));
-    bytes_of_.push_back(static_cast<uint64_t>(all[2 * r + 1]) * sizeof(float));
+  const Entry mine{host_index, payload_bytes_};
+  std::vector<Entry> all(static_cast<size_t>(world), mine);
+  if (group_) group_->all_gather(&mine, all.data(), sizeof(Entry) / sizeof(float), DType::kF32);
+  for (const Entry& e : all) {
+    host_of_.push_back(static_cast<int>(e.host));
+    bytes_of_.push_back(e.bytes);
   }
-  MS_CHECK(bytes_of_[who.rank] == payload_bytes_, "in-memory checkpoint: payload of {} bytes does not survive its "
-           "exchange as a float ({} bytes)", payload_bytes_, bytes_of_[who.rank]);
   dests_ = replica_destinations(host_of_, who.rank, cfg.checkpoint.memory_replicas);
   for (int r = 0; r < world; r++)
     for (int d : replica_destinations(host_of_, r, cfg.checkpoint.memory_replicas))

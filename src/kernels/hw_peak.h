@@ -19,6 +19,8 @@
 // a CPU without FMA reports 0 FLOP/cycle (unknown) rather than a guess; an instruction is only
 // executed when base/cpu_features.h says the CPU (and OS) has it.
 #pragma once
+#include <string>
+
 #include "base/dtype.h"  // DType
 
 namespace ms {
@@ -39,8 +41,8 @@ struct HardwarePeak {
   int cores = 0;                     // the threads the rank computes with
   double fp32_flop_per_cycle = 0;    // per core; 0: unknown (no FMA)
   double bf16_flop_per_cycle = 0;    // per core, of bf16_unit; 0: unknown
-  const char* fp32_unit = "";        // "AVX-512 FMA" | "AVX2 FMA" | "no FMA (unknown)"
-  const char* bf16_unit = "";        // "AMX-BF16" | "AVX512-BF16" | "fp32 FMA (no bf16 unit)"
+  std::string fp32_unit;             // "AVX-512 FMA" | "AVX2 FMA" | "no FMA (unknown)"
+  std::string bf16_unit;             // "AMX-BF16" | "AVX512-BF16" | "fp32 FMA (no bf16 unit)"
   bool bf16_measured = false;        // false: bf16_flop_per_cycle is the AMX specification value
   // The measured instructions per cycle before rounding (0: not measured), for reports.
   double fp32_issue_per_cycle = 0, bf16_issue_per_cycle = 0;

@@ -201,9 +201,10 @@ RunningVerdict RecoveryPolicy::judge_running(const RunningView& v, double heartb
   }
   if (const auto worst = root_cause(v.failed)) {
     // Its root cause is chosen once the failures of the next moments are in: a killed rank's peers
-    // fail right after it.
+    // fail right after it. A rank killed by a signal is already the root cause (no later failure
+    // outranks it, and a peer's comm error never kills a process): judged at once.
     if (!first_failure_s_) first_failure_s_ = v.now_s;
-    if (v.now_s - *first_failure_s_ < 0.5 && v.ended < v.world) return {};
+    if (worst->rank.state != "killed" && v.now_s - *first_failure_s_ < 0.5 && v.ended < v.world) return {};
     std::string last;
     if (v.last_error)
       if (const auto e = v.last_error->find(worst->rank.rank); e != v.last_error->end()) last = e->second;

@@ -161,8 +161,8 @@ class RecoveryPolicy {
   // out): the first healthy ones, spares filling in; without enough, shrink; none: end.
   AttemptDecision next_attempt(const std::vector<int>& available);
   // The running attempt: a fault (in this order: hosts silent for `heartbeat_timeout_s`, a failed
-  // rank once its peers' failures are in (500 ms, or every rank ended), no progress, no traffic),
-  // the end (every rank exited 0), or nothing yet.
+  // rank once its peers' failures are in (500 ms, or every rank ended; a rank killed by a signal at
+  // once), no progress, no traffic), the end (every rank exited 0), or nothing yet.
   RunningVerdict judge_running(const RunningView& v, double heartbeat_timeout_s);
   // A loss spike: a fault with --loss-spike-action restart, else nullopt (logged only).
   std::optional<FaultRecord> loss_spike(const std::string& why, int rank, int host) const;

@@ -18,7 +18,9 @@ SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::m
     SelfCheckProc p;
     p.argv = s.command;
     p.argv.insert(p.argv.end(), {"--collective", "--timeout", fmt::format("{}", std::max(5.0, s.timeout_s / 2))});
-    if (gemm && rank == 0) p.argv.push_back("--gemm");
+    // The GEMM's speed is compared across hosts: 0.15 s of timed GEMMs (dozens of them) is enough,
+    // and recovery waits for it.
+    if (gemm && rank == 0) p.argv.insert(p.argv.end(), {"--gemm", "--gemm-seconds", "0.15"});
     p.env = store_env;
     p.env["RANK"] = p.env["LOCAL_RANK"] = std::to_string(rank);
     p.env["WORLD_SIZE"] = std::to_string(world);

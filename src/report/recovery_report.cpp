@@ -46,6 +46,9 @@ json restore_summary(const std::string& out_dir, int world, double since) {
       for (const char* ph : phases)
         if (j.contains(ph)) s["slowest_phases"][ph] = j[ph];
     }
+    const double slowest_start = s.contains("slowest_startup") ? s["slowest_startup"].value("total", 0.0) : -1.0;
+    if (j.contains("startup") && j["startup"].value("total", 0.0) >= slowest_start) s["slowest_startup"] = j["startup"];
+    if (j.contains("memory_skipped")) s["memory_skipped"] = j["memory_skipped"];
     s["step"] = j.value("step", -1);
     s["bytes_received"] = s.value("bytes_received", 0.0) + j.value("bytes_received", 0.0);
     s["bytes_read"] = s.value("bytes_read", 0.0) + j.value("bytes_read", 0.0);

@@ -4,7 +4,8 @@
 // or storage, with the phases' seconds) and the driver's <log_dir>/events.jsonl.
 //  - restore_summary: the restore files of one attempt folded into one object: the path ("memory",
 //    "storage" or "mixed"), how many ranks used their own copy / a peer's / storage, the slowest
-//    rank's restore seconds and phases (the driver logs it as its `recovery` event);
+//    rank's restore seconds and phases, the start-up phases of the rank slowest to start, and why
+//    memory was not used when storage was read (the driver logs it as its `recovery` event);
 //  - recovery_table: every fault of events.jsonl as a markdown table: detection, stopping,
 //    self-checks, restart to the first step done, the path and restore seconds of its `recovery`
 //    event, steps repeated (`megascale report LOG_DIR` prints it; the dashboard shows the events).

@@ -16,6 +16,8 @@
 #include "comm/communicator.h"  // all_reduce
 #include "config/resume_spec.h" // parse_resume
 #include "kernels/gemm_peak.h"  // measure_sgemm_peak_gflops, measure_bf16_gemm_peak_gflops
+#include "obs/fault_injection.h"  // restart_attempt
+#include "train/peak_cache.h"   // read_peak_cache, write_peak_cache
 #include "model/flops.h"        // model_flops_per_token
 
 namespace ms {
@@ -32,6 +34,7 @@ bool restore_memory(TrainingRun& run, int disk_step) {
                           run.memory_dir, static_cast<int>(newest));
   if (!r.restored) {
     run.log->message("resume", fmt::format("in memory: {}; storage is read", r.why_not));
+    run.memory_skipped = r.why_not;
     return false;
   }
   run.first_step = r.step + 1;
@@ -104,6 +107,7 @@ void restore_or_init(TrainingRun& run) {
                           {"read_seconds", r.read_seconds}, {"agree_seconds", r.agree_seconds},
                           {"send_seconds", r.send_seconds},
                           {"dp", run.dp_rank}, {"tp", run.who.tp}, {"pp", run.stage}};
+  if (!run.memory_skipped.empty()) reads["memory_skipped"] = run.memory_skipped;
   run.restore_record = reads;
 }
 
@@ -120,9 +124,18 @@ void measure_peaks_and_log_start(TrainingRun& run) {
   const bool bf16 = precision == DType::kBF16;
   run.hw_gflops = NAN, run.gemm_gflops = NAN;
   if (run.rank == 0) {
-    run.hw = hardware_peak(run.threads);
+    // A restart of this job reuses the first attempt's measurement (train/peak_cache.h).
+    const std::string cache = run.out_dir() + "/peaks.json";
+    std::optional<MeasuredPeaks> p = restart_attempt() > 0 ? read_peak_cache(cache, run.threads, precision)
+                                                           : std::nullopt;
+    if (!p) {
+      p = MeasuredPeaks{hardware_peak(run.threads),
+                        bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops()};
+      write_peak_cache(cache, run.threads, precision, *p);
+    }
+    run.hw = p->hw;
     run.hw_gflops = run.hw.gflops(precision);
-    run.gemm_gflops = bf16 ? measure_bf16_gemm_peak_gflops() : measure_sgemm_peak_gflops();
+    run.gemm_gflops = p->gemm_gflops;
   }
   const double job_ranks = static_cast<double>(run.dp) * cfg.parallel.tp * cfg.parallel.pp;
   run.flops_per_token = model_flops_per_token(cfg.model, T);
@@ -148,7 +161,7 @@ void measure_peaks_and_log_start(TrainingRun& run) {
   if (run.rank == 0) {
     const HardwarePeak& hw = run.hw;
     const double fpc = hw.flop_per_cycle(precision);
-    const char* unit = bf16 ? hw.bf16_unit : hw.fp32_unit;
+    const std::string& unit = bf16 ? hw.bf16_unit : hw.fp32_unit;
     const char* source = bf16 && !hw.bf16_measured ? "specification" : "measured";
     log.message("peak", fmt::format(
         "hardware peak ({}): {} cores x {:g} FLOP/cycle ({}, {}) x {:.2f} GHz (measured) = {:.1f} GFLOP/s per rank "
@@ -179,6 +192,7 @@ void build_model(TrainingRun& run) {
                                        "usable core(s)", local, run.threads, omp_get_num_procs()));
   run.ckpt = std::make_unique<Checkpointer>(cfg, run.trainer->parallel(), *run.storage, run.world(), run.who,
                                             run.restored.restored ? &run.restored.manifest : nullptr);
+  run.startup.mark("checkpointer");
   if (!run.memory_dir.empty()) {
     RankGrid* g = run.grid.get();
     run.memory = std::make_unique<MemoryCheckpointer>(cfg, run.trainer->parallel(), g ? g->memory() : nullptr, run.who,
@@ -190,7 +204,7 @@ void build_model(TrainingRun& run) {
                                               ? fmt::format("every {} step(s)", cfg.checkpoint.memory_every)
                                               : std::string("every step while it costs <= 5% (auto)")));
   }
-  run.startup.mark("checkpointers");
+  if (run.memory) run.startup.mark("memory checkpointer");
   run.trainer->set_before_update([&run] {
     run.stage1_wait_s = run.ckpt->finish_stage1() + (run.memory ? run.memory->finish_stage1() : 0.0);
   });
@@ -202,10 +216,10 @@ void build_model(TrainingRun& run) {
   run.startup.mark("peaks");
   // A restart's account (restore_rank<R>.json: the restore's phases and where start-up went), read
   // by the driver's `recovery` event (report/recovery_report.h).
+  log.message("startup", "start-up " + run.startup.describe());
   if (!run.restore_record.is_null()) {
     run.restore_record["startup"] = run.startup.to_json();
     write_text_atomic(fmt::format("{}/restore_rank{}.json", run.out_dir(), run.rank), run.restore_record.dump(1));
-    log.message("startup", "start-up " + run.startup.describe());
   }
 }
 

@@ -80,6 +80,7 @@ struct TrainingRun {
   std::string memory_dir;
   std::unique_ptr<MemoryCheckpointer> memory;
   MemoryRestoreResult memory_restored;
+  std::string memory_skipped;                 // memory was looked at but storage restored: why
   nlohmann::json restore_record;              // this rank's restore_rank<R>.json (null: nothing restored)
   bool memory_saved = false;                  // a memory save started since the interval was last agreed
   double stage1_wait_s = 0;                   // the optimizer's wait for a stage-1 copy, this step

@@ -42,18 +42,18 @@ TEST(HwPeak, Bf16UnitAndFlopPerCycle) {
   const HardwarePeak p = hardware_peak(2);
   ASSERT_GT(p.fp32_flop_per_cycle, 0.0) << "this test machine has FMA";
   if (bf16_gemm_uses_amx()) {
-    EXPECT_STREQ(p.bf16_unit, "AMX-BF16");
+    EXPECT_EQ(p.bf16_unit, "AMX-BF16");
     EXPECT_EQ(p.bf16_flop_per_cycle, 1024.0);
     EXPECT_FALSE(p.bf16_measured);
   } else if (cpu_has_avx512_bf16()) {
-    EXPECT_STREQ(p.bf16_unit, "AVX512-BF16");
+    EXPECT_EQ(p.bf16_unit, "AVX512-BF16");
     EXPECT_TRUE(p.bf16_measured);
     const double b = measure_avx512_bf16_flop_per_cycle();
     EXPECT_EQ(p.bf16_flop_per_cycle, b);
     EXPECT_TRUE(power_of_two_unit(b)) << b;
     EXPECT_GE(b, p.fp32_flop_per_cycle) << "VDPBF16PS does twice the flop of an FMA per instruction";
   } else {
-    EXPECT_STREQ(p.bf16_unit, "fp32 FMA (no bf16 unit)");
+    EXPECT_EQ(p.bf16_unit, "fp32 FMA (no bf16 unit)");
     EXPECT_EQ(p.bf16_flop_per_cycle, p.fp32_flop_per_cycle);
   }
   if (cpu_has_avx512_bf16()) {

@@ -59,6 +59,23 @@ StopDecision crash_and_stop(RecoveryPolicy& p, int host, int rank, int step, int
   return p.after_stop();
 }
 
+// A rank killed by a signal is the root cause whatever follows: judged at once, not after the 500 ms
+// its peers' failures get when it exits with an error (recovery in seconds, issue 37).
+TEST(RecoveryPolicy, ARankKilledByASignalIsJudgedAtOnce) {
+  RecoveryPolicy p(hosts(2, 0));
+  p.next_attempt({0, 1});
+  RankBeat killed;
+  killed.rank = 2, killed.state = "killed", killed.signal = 9;
+  const RunningVerdict r = p.judge_running(running(10.0, 4, 7, {{1, killed}}), 10);
+  ASSERT_EQ(r.next, RunningVerdict::Next::kFault);
+  EXPECT_EQ(r.fault.rank, 2);
+  EXPECT_TRUE(has(r.fault.reason, "rank 2 killed by signal 9")) << r.fault.reason;
+  // An error exit still waits for its peers (the comm failures that follow it).
+  RecoveryPolicy q(hosts(2, 0));
+  q.next_attempt({0, 1});
+  EXPECT_EQ(q.judge_running(running(10.0, 4, 7, {{1, exited(2, 1)}}), 10).next, RunningVerdict::Next::kContinue);
+}
+
 TEST(RecoveryPolicy, ACrashThenAFailedSelfCheckExcludesTheHostAndASpareTakesItsPlace) {
   RecoveryPolicy p(hosts(3, 1));  // hosts 0, 1 run; host 2 waits as a spare
   AttemptDecision a = p.next_attempt({0, 1, 2});
