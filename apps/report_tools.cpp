@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "obs/record_reader.h"        // read_run_records
+#include "report/recovery_report.h"   // recovery_table
 #include "report/straggler_report.h"  // write_heatmap_report
 #include "report/trace_merge.h"       // write_merged_trace
 
@@ -40,11 +41,21 @@ void add_report_commands(CLI::App& app, ReportArgs& a) {
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   hm->add_option("--segment", a.heatmap.segment, "segment of the rank x step heatmap ('step': the step time)")
       ->capture_default_str();
+  CLI::App* rep = app.add_subcommand(
+      "report", "a driven job's recoveries: per fault its stop, self-checks, restart, the restore path (memory: own or "
+                "a peer's copy; storage) and its time, the steps repeated (from the driver's events.jsonl)");
+  rep->add_option("log_dir", a.recovery.log_dir, "the driver's log folder (--log-dir, holding events.jsonl) or the file")
+      ->required();
 }
 
 int run_report_command(const CLI::App& app, const ReportArgs& a) {
   if (app.got_subcommand("trace")) return run_trace(a.trace);
   if (app.got_subcommand("heatmap")) return run_heatmap(a.heatmap);
+  if (app.got_subcommand("report")) {
+    const std::string table = recovery_table(a.recovery.log_dir);
+    fmt::print("{}", table);
+    return table.find("cannot be read") == std::string::npos ? 0 : 1;
+  }
   return -1;
 }
 

@@ -187,6 +187,11 @@ void MemoryCheckpointer::agree_interval(double step_seconds) {
 
 void MemoryCheckpointer::worker_main() {
   restore_thread_affinity();  // not the training thread's CPU
+  // The slots' pages first, while the first steps run: a first save into a fresh slot would pay
+  // for them inside its copy, which the next update waits for.
+  for (SnapshotFile& f : own_) f.prefault();
+  for (auto& slots : held_)
+    for (SnapshotFile& f : slots) f.prefault();
   for (;;) {
     Job job;
     {

@@ -87,8 +87,7 @@ class ParamState {
   virtual void load_state(const float* params, const float* m, const float* v, int steps_taken) = 0;
   // Restore from this rank's own runs (append_state_runs with every tensor flagged, no head copy),
   // packed run after run as hi - lo weights, then moment 1, then moment 2 (host memory); returns the
-  // floats read. Under ZeRO the weights then complete over data parallelism (a collective started
-  // here; finish_param_gather() or the next forward waits for it).
+  // floats read. Under ZeRO the weights then complete over data parallelism (a collective).
   virtual size_t load_own_runs(const float* packed, int steps_taken) = 0;
   // Checkpoints: this rank's runs of the tensors flagged in `owned` (one flag per chunk tensor);
   // `head_copy_tensor`: index of the tensor that is the head's copy of the tied embedding (-1: none).

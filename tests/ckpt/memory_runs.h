@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "launch/driver_runs.h"
 
 namespace ms::testing {
@@ -44,12 +46,29 @@ inline std::vector<int> run_processes(DriverJob& job, const std::string& name, c
   return out;
 }
 
-// Waits until rank 0 of run `name` logged `step` (limit 120 s); false if it never did.
-inline bool wait_for_step(DriverJob& job, const std::string& name, int step) {
+// Waits until the log of run `name` holds `text` (limit 120 s); false if it never did.
+inline bool wait_for_log(DriverJob& job, const std::string& name, const std::string& text) {
   const auto t0 = Clock::now();
-  const std::string mark = "\"step\":" + std::to_string(step) + ",";
   while (seconds_since(t0) < 120) {
-    if (slurp(job.dir() + "/" + name + "/log.jsonl").find(mark) != std::string::npos) return true;
+    if (slurp(job.dir() + "/" + name + "/log.jsonl").find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Waits until rank 0 of run `name` logged `step`.
+inline bool wait_for_step(DriverJob& job, const std::string& name, int step) {
+  return wait_for_log(job, name, "\"step\":" + std::to_string(step) + ",");
+}
+
+// Waits until run `name` published its storage checkpoint of `step` or a later one (its `latest`
+// file names it; the save is asynchronous and rank 0 logs it only after its next step) (limit 120 s).
+inline bool wait_for_published(DriverJob& job, const std::string& name, int step) {
+  const auto t0 = Clock::now();
+  const std::string want = fmt::format("step-{:08d}", step);
+  while (seconds_since(t0) < 120) {
+    std::string latest = slurp(job.dir() + "/" + name + "/checkpoints/latest");
+    if (latest.size() >= want.size() && latest.substr(0, want.size()) >= want) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;

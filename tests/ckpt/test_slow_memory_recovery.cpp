@@ -53,6 +53,7 @@ TEST(SlowMemoryRecovery, EveryReplicaOfALostRankCorruptedRestoresFromStorage) {
                      {{"MEGASCALE_FAULT", "sleep:rank=0:step=11:seconds=3;ckpt:point=mem_flip:rank=0"}},
                      {"--spare-hosts", "1"}, kMemoryEveryStep);
   ASSERT_TRUE(wait_for_step(job, "flipall", 10));
+  ASSERT_TRUE(wait_for_published(job, "flipall", 8));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   kill_host(job, "flipall", 1);
   const DriverRun r = job.finish("flipall", p, 240);
@@ -68,6 +69,7 @@ TEST(SlowMemoryRecovery, AHostLostWithItsReplicasHostRestoresFromStorage) {
   Proc p = job.start("both", "localhost*4", 2, {{"MEGASCALE_FAULT", "sleep:rank=0:step=11:seconds=3"}},
                      {"--spare-hosts", "2"}, kMemoryEveryStep);
   ASSERT_TRUE(wait_for_step(job, "both", 10));
+  ASSERT_TRUE(wait_for_published(job, "both", 8));
   kill_host(job, "both", 0);
   kill_host(job, "both", 1);
   const DriverRun r = job.finish("both", p, 240);
