@@ -1,7 +1,12 @@
 // checkpoint_reader.cpp: see checkpoint_reader.h.
 #include "ckpt/checkpoint_reader.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>  // std::memcpy
+#include <exception>
+#include <set>
+#include <thread>
 
 #include "base/check.h"          // MS_CHECK
 #include "model/param_layout.h"  // build_param_layout, place_param (also in the header)
@@ -25,9 +30,7 @@ std::vector<std::string> CheckpointReader::file_names() const {
   return out;
 }
 
-const StMapped& CheckpointReader::file(const std::string& name) {
-  auto it = files_.find(name);
-  if (it != files_.end()) return *it->second;
+std::unique_ptr<StMapped> CheckpointReader::load(const std::string& name) const {
   const ManifestFile& rec = *by_name_.at(name);
   const std::string rel = dir_ + "/" + name, where = storage_.describe() + "/" + rel;
   MappedFile mapped = storage_.open(rel);
@@ -36,7 +39,6 @@ const StMapped& CheckpointReader::file(const std::string& name) {
   const std::string h = xxh64_hex(xxh64_of(mapped.data(), mapped.size()));
   MS_CHECK(h == rec.xxh64, "{}: checksum xxh64 {} does not match the manifest's {} (the file is corrupt)", where, h,
            rec.xxh64);
-  bytes_read_ += mapped.size();
   auto st = std::make_unique<StMapped>(std::move(mapped));
   for (const ManifestEntry& e : rec.entries) {
     const StMappedTensor& t = st->at(e.key);
@@ -44,7 +46,53 @@ const StMapped& CheckpointReader::file(const std::string& name) {
              "{}: tensor '{}' holds {} bytes of {}, the manifest says {} fp32 elements", where, e.key, t.bytes,
              dtype_name(t.dtype), e.hi - e.lo);
   }
+  return st;
+}
+
+const StMapped& CheckpointReader::file(const std::string& name) {
+  auto it = files_.find(name);
+  if (it != files_.end()) return *it->second;
+  std::unique_ptr<StMapped> st = load(name);
+  bytes_read_ += st->file().size();
   return *files_.emplace(name, std::move(st)).first->second;
+}
+
+std::vector<std::string> CheckpointReader::files_of(const std::string& tensor, StateKind kind, int p) const {
+  std::vector<std::string> out;
+  for (const Piece& x : pieces(tensor, kind))
+    if ((p < 0 || x.entry->part == p) && std::find(out.begin(), out.end(), x.file->name) == out.end())
+      out.push_back(x.file->name);
+  return out;
+}
+
+void CheckpointReader::verify_files(const std::vector<std::string>& names, int threads) {
+  std::vector<std::string> todo;
+  std::set<std::string> seen;
+  for (const std::string& n : names)
+    if (!files_.count(n) && seen.insert(n).second) todo.push_back(n);
+  std::vector<std::unique_ptr<StMapped>> loaded(todo.size());
+  std::vector<std::exception_ptr> errors(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < todo.size();) {
+      try {
+        loaded[i] = load(todo[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(todo.size(), 1));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; t++) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // nothing of a failed pass is kept
+  for (size_t i = 0; i < todo.size(); i++) {
+    bytes_read_ += loaded[i]->file().size();
+    files_.emplace(todo[i], std::move(loaded[i]));
+  }
 }
 
 namespace {

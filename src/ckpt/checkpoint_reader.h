@@ -33,6 +33,12 @@ class CheckpointReader {
   std::vector<float> part(const std::string& tensor, StateKind kind, int p);
   // Reads and checks one file of the manifest (ckpt inspect); throws naming it.
   void verify(const std::string& file_name) { file(file_name); }
+  // The files holding part `p` of `tensor` (`kind`), or every part's with p = -1.
+  std::vector<std::string> files_of(const std::string& tensor, StateKind kind, int p) const;
+  // Reads and checks these files (those not read yet) on up to `threads` threads at once: the
+  // restore's read and XXH64 pass spread over the reader's cores. Throws as file() would, naming
+  // the first failing file in the given order, after every thread ended (keeping none of this pass).
+  void verify_files(const std::vector<std::string>& names, int threads);
 
   int files_read() const { return static_cast<int>(files_.size()); }
   uint64_t bytes_read() const { return bytes_read_; }
@@ -44,6 +50,7 @@ class CheckpointReader {
     const ManifestEntry* entry;
   };
   const StMapped& file(const std::string& name);
+  std::unique_ptr<StMapped> load(const std::string& name) const;  // map + checks (thread-safe)
   const std::vector<Piece>& pieces(const std::string& tensor, StateKind kind) const;
   const CheckpointStorage& storage_;
   std::string dir_;

@@ -37,6 +37,7 @@ SnapshotFile SnapshotFile::create(const std::string& path, size_t payload_bytes)
   struct stat st{};
   const bool keep = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == f.size_;
   if (keep) {  // the same snapshot file of an earlier process of this rank: its contents stay
+    f.sparse_ = static_cast<size_t>(st.st_blocks) * 512 < f.size_;
     f.base_ = map_fd(fd, f.size_, path);
     ::close(fd);
     return f;
@@ -48,6 +49,7 @@ SnapshotFile SnapshotFile::create(const std::string& path, size_t payload_bytes)
   MS_SYSCHECK(sized, "ftruncate {} to {} bytes (is the memory folder full?)", path, f.size_);
   f.base_ = map_fd(fd, f.size_, path);
   ::close(fd);
+  f.sparse_ = true;
   f.begin_write();
   return f;
 }
@@ -74,7 +76,7 @@ SnapshotFile& SnapshotFile::operator=(SnapshotFile&& o) noexcept {
   if (this != &o) {
     release();
     path_ = std::move(o.path_);
-    base_ = o.base_, size_ = o.size_;
+    base_ = o.base_, size_ = o.size_, sparse_ = o.sparse_;
     o.base_ = nullptr, o.size_ = 0;
   }
   return *this;
@@ -86,7 +88,7 @@ void SnapshotFile::release() {
 }
 
 void SnapshotFile::prefault() {
-  if (!base_) return;
+  if (!base_ || !sparse_) return;
   if (::madvise(base_, size_, MADV_POPULATE_WRITE) == 0) return;
   // Kernels before 5.14: touch each page (a write of the byte already there: contents kept).
   const long page = ::sysconf(_SC_PAGESIZE);

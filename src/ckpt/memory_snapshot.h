@@ -63,7 +63,8 @@ class SnapshotFile {
   size_t payload_capacity() const { return size_ > kSnapshotHeaderBytes ? size_ - kSnapshotHeaderBytes : 0; }
   // Backs every page of the file with memory now (tmpfs allocates a page on its first write:
   // ~2.5 s per GiB on this class of machine), keeping its contents; the saves that follow copy at
-  // memory speed.
+  // memory speed. Does nothing where every page is allocated already (a restarted rank's kept
+  // file: its CPU would come out of the first steps after a restart for nothing).
   void prefault();
   // Marks the snapshot incomplete (before its payload is overwritten).
   void begin_write();
@@ -76,6 +77,7 @@ class SnapshotFile {
   std::string path_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
+  bool sparse_ = false;  // created here, or kept with pages never written (prefault backs them)
 };
 
 // What is wrong with a snapshot ("" when it is a complete snapshot of `layout` whose payload has

@@ -4,6 +4,7 @@
 #include <algorithm>  // std::sort
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -73,38 +74,63 @@ Manifest check_checkpoint(const CheckpointStorage& storage, const std::string& d
 
 namespace {
 
-// This rank's chunks as whole buffers of their layouts (params, exp_avg, exp_avg_sq per chunk),
-// cut from the checkpoint's whole tensors for this rank's TP part.
-std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelModel& model, const Config& cfg,
-                                            const CheckpointRank& who) {
-  std::vector<std::vector<float>> out;
+// Where one of this rank's tensors comes from: part `part` of checkpoint tensor `name` (saved under
+// this TP degree), or the whole tensor (part -1), cut again for this rank's TP part when `cut`.
+struct Source {
+  const ParamSpec* spec;
+  std::string name;
+  int part;
+  bool cut;
+};
+
+std::vector<Source> sources_of(const CheckpointReader& reader, const GPT& m, StateKind kind, const Config& cfg,
+                               const CheckpointRank& who) {
   const int tp = cfg.parallel.tp;
   const bool tied = cfg.model.tie_embeddings;  // untied: lm_head.weight is the model's own tensor
   const bool has_head_copy = tied && reader.manifest().tensors.count(kHeadCopyName) > 0;
+  std::vector<Source> out;
+  for (const ParamSpec& s : m.param_specs()) {
+    // The head stage's copy of the tied embedding: its own saved copy when the saving run had one
+    // (pipeline), else the token embedding it equals.
+    const bool head_copy = tied && cfg.parallel.pp > 1 && !m.has_embedding() && s.name == token_embedding_name(cfg.model);
+    const std::string name = head_copy && has_head_copy ? kHeadCopyName : s.name;
+    const bool cut = tp > 1 && s.sharded();
+    const int saved = reader.saved_parts(name, kind);
+    out.push_back({&s, name, saved == (cut ? tp : 1) ? (cut ? who.tp : 0) : -1, cut});
+  }
+  return out;
+}
+
+// This rank's chunks as whole buffers of their layouts (params, exp_avg, exp_avg_sq per chunk),
+// cut from the checkpoint's whole tensors for this rank's TP part. The files they need are read and
+// verified first, on every core of the machine at once (CheckpointReader::verify_files).
+std::vector<std::vector<float>> read_chunks(CheckpointReader& reader, ParallelModel& model, const Config& cfg,
+                                            const CheckpointRank& who) {
+  std::vector<std::string> files;
+  for (int c = 0; c < model.num_chunks(); c++)
+    for (StateKind kind : kStateKinds)
+      for (const Source& x : sources_of(reader, model.chunk(c), kind, cfg, who))
+        for (std::string& f : reader.files_of(x.name, kind, x.part)) files.push_back(std::move(f));
+  reader.verify_files(files, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<std::vector<float>> out;
+  const int tp = cfg.parallel.tp;
   for (int c = 0; c < model.num_chunks(); c++) {
     const GPT& m = model.chunk(c);
     for (StateKind kind : kStateKinds) {
       std::vector<float> buf(m.num_params());
-      for (const ParamSpec& s : m.param_specs()) {
-        // The head stage's copy of the tied embedding: its own saved copy when the saving run had
-        // one (pipeline), else the token embedding it equals.
-        const bool head_copy =
-            tied && cfg.parallel.pp > 1 && !m.has_embedding() && s.name == token_embedding_name(cfg.model);
-        const std::string name = head_copy && has_head_copy ? kHeadCopyName : s.name;
-        // Saved under this TP degree: this rank's part alone; else the whole tensor, cut again.
-        const bool cut = tp > 1 && s.sharded();
-        const int saved = reader.saved_parts(name, kind);
-        if (saved == (cut ? tp : 1)) {
-          const std::vector<float> mine = reader.part(name, kind, cut ? who.tp : 0);
-          MS_CHECK(mine.size() == s.numel(), "checkpoint tensor '{}' ({}): {} elements, the model's part {}", name,
+      for (const Source& x : sources_of(reader, m, kind, cfg, who)) {
+        const ParamSpec& s = *x.spec;
+        if (x.part >= 0) {
+          const std::vector<float> mine = reader.part(x.name, kind, x.part);
+          MS_CHECK(mine.size() == s.numel(), "checkpoint tensor '{}' ({}): {} elements, the model's part {}", x.name,
                    state_kind_name(kind), mine.size(), s.numel());
           std::copy(mine.begin(), mine.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
           continue;
         }
-        const std::vector<float> full = reader.whole(name, kind);
-        MS_CHECK(full.size() == s.full_numel(), "checkpoint tensor '{}' ({}): {} elements, the model's {}", name,
+        const std::vector<float> full = reader.whole(x.name, kind);
+        MS_CHECK(full.size() == s.full_numel(), "checkpoint tensor '{}' ({}): {} elements, the model's {}", x.name,
                  state_kind_name(kind), full.size(), s.full_numel());
-        if (cut) slice_param(s, tp, who.tp, full.data(), buf.data() + s.offset);
+        if (x.cut) slice_param(s, tp, who.tp, full.data(), buf.data() + s.offset);
         else std::copy(full.begin(), full.end(), buf.begin() + static_cast<std::ptrdiff_t>(s.offset));
       }
       out.push_back(std::move(buf));

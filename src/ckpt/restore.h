@@ -3,7 +3,8 @@
 // this run's layout (any DP x TP x PP: tensors are assembled whole and cut again), or starts fresh.
 // Checks, before anything is installed: rank 0 reads the manifest (format version, model shape
 // against this config with a field-by-field difference, every tensor covered exactly once, every
-// listed file present with its size); the readers verify each file's XXH64 before using a byte.
+// listed file present with its size); the readers verify each file's XXH64 before using a byte,
+// the files a reader needs read and verified on all of its machine's cores at once.
 // A checkpoint that fails anywhere is named with the reason and skipped (auto) or is an error
 // (PATH), on every rank; none is loaded partially. A checkpoint of another data stream
 // (ckpt/data_stream.h: data files, seed, sequence length, sequences per step, shuffle) is an error

@@ -32,7 +32,8 @@ struct SelfCheckSetup {
 // One host's command in a self-check group of `world` processes that rendezvous as one run
 // (store_env: the store's variables of that run, store.env(run_id)): its `count` processes are the
 // group's ranks first..first+count-1 (RANK = LOCAL_RANK, one OpenMP thread each, backend "self" for
-// a group of one); rank 0 also runs the GEMM check when `gemm`.
+// a group of one); rank 0 also runs the GEMM check when `gemm` (a host round); without it (a pair
+// round) the timed all-reduces are 2 of 1 MiB: the link's correctness, not its bandwidth.
 SelfCheckCommand selfcheck_command(const SelfCheckSetup& s, int id, const std::map<std::string, std::string>& store_env,
                                    int first, int count, int world, bool gemm);
 

@@ -6,6 +6,7 @@
 // checkpoint segment is storage and excludes nobody; a loss spike is a fault only with
 // --loss-spike-action restart. Also the flags parsed once (store_spec.h, parse_loss_spike_action)
 // and the self-check command taken from the application.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -302,6 +303,13 @@ TEST(LaunchFlags, TheSelfCheckCommandIsTheApplications) {
   EXPECT_EQ(argv[0], "/opt/app/bin/tool");
   EXPECT_EQ(argv[1], "host-check");
   EXPECT_EQ(argv[2], "--collective");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--gemm"), argv.end());
+  // A pair round: no GEMM, a short all-reduce (the link's correctness, not its bandwidth).
+  const std::vector<std::string> pair = selfcheck_command(s, 8, {}, 1, 1, 2, false).procs.at(0).argv;
+  EXPECT_EQ(std::find(pair.begin(), pair.end(), "--gemm"), pair.end());
+  const auto iters = std::find(pair.begin(), pair.end(), "--iters");
+  ASSERT_NE(iters, pair.end());
+  EXPECT_EQ(*(iters + 1), "2");
 }
 
 }  // namespace
