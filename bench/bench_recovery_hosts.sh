@@ -18,10 +18,11 @@
 # docs/performance.md between the bench_recovery_hosts markers. All ranks share this machine's
 # cores. Needs what scripts/emulated_cluster.sh needs (root, iproute2, redis). ~5 minutes on 2 cores.
 # Usage: bench/bench_recovery_hosts.sh [--no-doc] [--build DIR] [--steps N] [--kill-at S] [--only kill9|hostloss]
+#        [--report DIR]  (only the tables of a kept results folder, bench_results/recovery_hosts_<time>)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${MS_BUILD_DIR:-$ROOT/build}
-WRITE_DOC=1 STEPS=12 KILL_AT=6 ONLY=
+WRITE_DOC=1 STEPS=12 KILL_AT=6 ONLY= REPORT=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-doc) WRITE_DOC=0 ;;
@@ -29,11 +30,13 @@ while [[ $# -gt 0 ]]; do
     --steps) STEPS=$2; shift ;;
     --kill-at) KILL_AT=$2; shift ;;
     --only) ONLY=$2; shift ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    --report) REPORT=$2; shift ;;
+    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
     *) echo "bench_recovery_hosts.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
   shift
 done
+if [[ -z $REPORT ]]; then
 [[ -x $BUILD/megascale ]] || { echo "bench_recovery_hosts.sh: $BUILD/megascale not built" >&2; exit 1; }
 compgen -G "$ROOT/data/brown/train_*.bin" >/dev/null ||
   { echo "bench_recovery_hosts.sh: data/brown is not prepared (bash scripts/run.sh --train.steps=0)" >&2; exit 1; }
@@ -83,10 +86,19 @@ HOSTLOSS='h=$(echo "$MS_CLUSTER_HOSTS" | cut -d, -f2); date +%s.%N >'"$WORK"'/ho
   kill -9 $(ip netns pids "$h"); "$MS_CLUSTER_SELF" link "$h" down'
 [[ -z $ONLY || $ONLY == kill9 ]] && recover kill9 "$KILL9"
 [[ -z $ONLY || $ONLY == hostloss ]] && recover hostloss "$HOSTLOSS"
+echo "$KILL_AT $STEPS" >"$OUT/kill_at_steps"
+else
+  OUT=$REPORT
+  CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+fi
 
 /usr/bin/python3 - "$OUT" "$ROOT" "$CPU" "$WRITE_DOC" <<'PY'
 import glob, json, os, sys, time
 out, root, cpu, write = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+try:
+    kill_at, steps = open(f"{out}/kill_at_steps").read().split()
+except OSError:
+    kill_at, steps = "?", "?"
 def losses(name):
     d = {}
     try:
@@ -101,7 +113,8 @@ ref = losses("kill9")
 lines = [f"Run of {os.path.basename(out)[15:]} on {cpu} ({os.cpu_count()} cores), `bench/bench_recovery_hosts.sh`: "
          "3 emulated hosts (network namespaces, 1 Gbit/s links, Redis rendezvous), GPT-2 small dp 2 x pp 2 on 2 hosts "
          "x 2 ranks + 1 spare, a memory snapshot every step (one replica on the other host), a storage checkpoint "
-         "every 4 steps; the fault once rank 0 logged step 6. All ranks share this machine's cores.", ""]
+         f"every 4 steps, {steps} steps; the fault once rank 0 logged step {kill_at}. All ranks share this machine's cores.",
+         ""]
 for name, target, what in (("kill9", 5.0, "SIGKILL to rank 2"),
                            ("hostloss", 10.0, "host 2 lost: every process SIGKILLed, its link down")):
     try:
@@ -139,6 +152,7 @@ for name, target, what in (("kill9", 5.0, "SIGKILL to rank 2"),
               f"{(rec or {}).get('storage', 0)} from storage; {((rec or {}).get('bytes_received', 0)) / 2**20:.0f} MiB "
               f"received; slowest rank's transfer {slow.get('transfer_seconds', 0):.2f} s, load "
               f"{slow.get('load_seconds', 0):.2f} s |",
+              *([f"|   why not from memory | | {rec.get('memory_skipped')} |"] if rec and rec.get("memory_skipped") else []),
               f"|   of which: start-up less restore (slowest rank) | {f(start)} | process, rendezvous, model, checkpointers |",
               f"|   of which: the first step (rank 0) | {f(step_after)} | |",
               f"| **fault → first step done** | **{f(total)}** | target ≤ {target:g} s: "
