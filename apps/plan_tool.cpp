@@ -153,7 +153,9 @@ nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l,
             {"dp_exposed", p.dp_exposed},
             {"bubble", p.bubble},
             {"optimizer", p.optimizer},
-            {"other", p.other}}},
+            {"other", p.other},
+            {"straggler", p.straggler},
+            {"spine", p.spine}}},
           {"layout",
            {{"tp", l.tp},
             {"pp", l.pp},
@@ -276,8 +278,9 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
   fmt::print(
       "split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "
-      "other {:.3f} s\n",
-      p.compute, p.recompute, p.tp_exposed, p.bubble, p.pp_exposed, p.dp_exposed, p.optimizer, p.other);
+      "other {:.3f}, straggler {:.3f}, spine {:.3f} s\n",
+      p.compute, p.recompute, p.tp_exposed, p.bubble, p.pp_exposed, p.dp_exposed, p.optimizer, p.other, p.straggler,
+      p.spine);
   fmt::print("memory per device (stage {}): {:.1f} GiB of {:.0f} ({}; largest: {})\n", p.memory.stage,
              p.memory.total() / kGiB, cluster.device.memory_gib, p.memory.fits ? "fits" : "does NOT fit",
              p.memory.largest);

@@ -17,10 +17,11 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
   static const std::map<std::string, std::set<std::string>> k = {
       {"device", {"kind", "name", "peak_tflops", "memory_gib", "memory_GBps", "sms", "cores", "comm_engine"}},
       {"node", {"devices_per_node", "intra_GBps", "intra_latency_us"}},
-      {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology"}},
+      {"network", {"nics_per_node", "nic_Gbps", "inter_latency_us", "hosts_per_switch", "topology", "oversubscription"}},
       {"efficiency",
        {"gemm_eta_inf", "gemm_k_half", "attention_eta", "flash_eta", "mem_eta", "launch_us", "intra_eta", "nic_eta",
-        "intra_half_MB", "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s", "overlap_gamma"}}};
+        "intra_half_MB", "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s", "overlap_gamma",
+        "straggler_cv", "spine_eta"}}};
   return k;
 }
 
@@ -101,6 +102,7 @@ ClusterDesc from_table(const toml::table& t, const std::string& where) {
   r.number("network", "inter_latency_us", c.network.inter_latency_us);
   r.integer("network", "hosts_per_switch", c.network.hosts_per_switch);
   r.text("network", "topology", c.network.topology, /*required=*/false);
+  r.number("network", "oversubscription", c.network.oversubscription, /*required=*/false);
   for (const std::string& key : known_keys().at("efficiency")) {
     double v = 0;
     if (r.find("efficiency", key.c_str(), false)) r.number("efficiency", key.c_str(), v), c.efficiency[key] = v;
@@ -184,6 +186,8 @@ void ClusterDesc::validate() const {
   MS_CHECK(network.inter_latency_us >= 0, "{}: [network] inter_latency_us: {} must be >= 0", source,
            network.inter_latency_us);
   positive("network", "hosts_per_switch", network.hosts_per_switch);
+  MS_CHECK(network.oversubscription >= 1, "{}: [network] oversubscription: {} must be >= 1 (1 = 1:1)", source,
+           network.oversubscription);
   for (const auto& [key, v] : efficiency) {
     const bool eta = key.find("eta") != std::string::npos;
     MS_CHECK(eta ? (v > 0 && v <= 1) : v >= 0, "{}: [efficiency] {}: {} must be {}", source, key, v,

@@ -41,12 +41,17 @@ struct NetworkDesc {
   double nic_Gbps = 0;  // per NIC per direction
   double inter_latency_us = 0;
   int hosts_per_switch = 0;           // hosts under one top-of-rack set (MegaScale §3.6: 64)
-  std::string topology = "fat-tree";  // "fat-tree" (1:1, no oversubscription)
+  std::string topology = "fat-tree";  // "fat-tree"
+  // The fat tree's upper tiers: a host's bandwidth to the spine over its bandwidth to its leaf
+  // (1 = 1:1, MegaScale §3.6; 2 = 2:1 oversubscribed); traffic that stays under one switch set
+  // does not see it.
+  double oversubscription = 1.0;
 };
 
 // [efficiency] (optional): calibrated constants of the planner by name (step_model.h
 // plan_constants: gemm_eta_inf, gemm_k_half, attention_eta, flash_eta, mem_eta, launch_us, intra_eta, nic_eta,
-// intra_half_MB, nic_half_MB, optimizer_bytes_per_param, host_sync_s, host_async_s, overlap_gamma); absent ones
+// intra_half_MB, nic_half_MB, optimizer_bytes_per_param, host_sync_s, host_async_s, overlap_gamma,
+// straggler_cv, spine_eta); absent ones
 // keep the planner's defaults. Efficiencies (*_eta*) lie in (0, 1], the others are >= 0.
 using EfficiencyTable = std::map<std::string, double>;
 

@@ -36,7 +36,8 @@ nlohmann::json plan_trace(const StepPrediction& p, int stages) {
   for (int s = 0; s < stages; s++) {
     double t = p.timeline.step_s;
     for (const auto& [name, d] :
-         {std::pair{"dp exposed", p.dp_exposed}, std::pair{"optimizer", p.optimizer}, std::pair{"host", p.other}}) {
+         {std::pair{"dp exposed", p.dp_exposed}, std::pair{"spine", p.spine}, std::pair{"optimizer", p.optimizer},
+          std::pair{"host", p.other}, std::pair{"straggler", p.straggler}}) {
       if (d <= 0) continue;
       events.push_back(
           {{"name", name}, {"cat", name}, {"ph", "X"}, {"pid", s}, {"tid", 2}, {"ts", us(t)}, {"dur", us(d)}});

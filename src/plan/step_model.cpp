@@ -8,6 +8,7 @@
 #include "parallel/pp/pp_schedule.h"
 #include "plan/host_memory.h"  // host_memory
 #include "plan/model_math.h"
+#include "plan/scale_cost.h"
 
 namespace ms::plan {
 
@@ -111,6 +112,8 @@ PlanConstants plan_constants(const ClusterDesc& c) {
   set("host_sync_s", k.host_sync_s);
   set("host_async_s", k.host_async_s);
   set("overlap_gamma", k.overlap_gamma);
+  set("straggler_cv", k.straggler_cv);
+  set("spine_eta", k.spine_eta);
   return k;
 }
 
@@ -183,17 +186,27 @@ void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterD
     p.other = 0;
     return;
   }
+  // DP's exposed time over a link; the ring over the group's hosts as the network carries it, less
+  // the same over the NIC as one switch set would, is what the upper tiers cost (spine).
+  auto dp_exposed = [&](const Link& nic) {
+    double rs = 0, ag = 0;
+    if (l.zero >= 1) {
+      rs = v * ring_reduce_scatter_seconds(4.0 * P / v, l.dp, nic);
+      ag = v * ring_all_gather_seconds(l.element_bytes() * P / v, l.dp, nic);
+    } else {
+      rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
+    }
+    const double exposed =
+        l.overlap_dp ? zero2_overlap_exposed(p.timeline, l.virtual_stages, rs / v, ag / v) : rs + ag;
+    // What hides under compute still slows it: the collectives' kernels take SMs and memory bandwidth.
+    return exposed + k.overlap_gamma * std::max(0.0, rs + ag - exposed);
+  };
   const Link nic = nic_link(c, k);
-  double rs = 0, ag = 0;
-  if (l.zero >= 1) {
-    rs = v * ring_reduce_scatter_seconds(4.0 * P / v, l.dp, nic);
-    ag = v * ring_all_gather_seconds(l.element_bytes() * P / v, l.dp, nic);
-  } else {
-    rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
-  }
-  p.dp_exposed = l.overlap_dp ? zero2_overlap_exposed(p.timeline, l.virtual_stages, rs / v, ag / v) : rs + ag;
-  // What hides under compute still slows it: the collectives' kernels take SMs and memory bandwidth.
-  p.dp_exposed += k.overlap_gamma * std::max(0.0, rs + ag - p.dp_exposed);
+  p.dp_exposed = dp_exposed(nic);
+  const int hosts = dp_group_hosts(l.tp, l.dp, c.node.devices_per_node);
+  if (l.dp > 1 && hosts > c.network.hosts_per_switch)
+    p.spine = std::max(0.0, dp_exposed(dp_ring_link(nic, hosts, c.network.hosts_per_switch, k.spine_eta,
+                                                    c.network.oversubscription)) - p.dp_exposed);
   p.optimizer =
       local * k.optimizer_bytes_per_param * (l.lamb ? 1.25 : 1.0) / (c.device.memory_GBps * 1e9 * k.device.mem_eta);
   p.other = l.data_async ? k.host_async_s : k.host_sync_s;
@@ -261,7 +274,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   p.pp_exposed = p.timeline.step_s - free_tl.step_s;
   const double pp_simulated = p.pp_exposed;
   add_data_parallel(m, l, c, k, p);  // may add the tied-embedding sum to pp_exposed
-  p.step_s = p.timeline.step_s + (p.pp_exposed - pp_simulated) + p.dp_exposed + p.optimizer + p.other;
+  // Every device meets every other at least once a step (the gradients' reduction, the norm).
+  p.straggler = straggler_seconds(free_tl.compute_s[busy], k.straggler_cv, l.tp * l.pp * l.dp);
+  p.step_s = p.timeline.step_s + (p.pp_exposed - pp_simulated) + p.dp_exposed + p.optimizer + p.other +
+             p.straggler + p.spine;
   const double tokens = static_cast<double>(l.global_batch) * l.seq;
   p.tokens_per_s = tokens / p.step_s;
   // A CPU device is a rank computing with `threads` of the host's cores.

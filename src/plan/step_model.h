@@ -19,6 +19,9 @@
 //    forward late), plus overlap_gamma x the hidden part (the compute beside it runs slower: the
 //    collectives' kernels take SMs and memory bandwidth), all counted as dp_exposed; without, both
 //    are exposed.
+// Costs that grow with scale (scale_cost.h): the expected wait for the slowest of all devices
+// (straggler_cv) and the data-parallel ring's contended bandwidth when it spans more hosts than one
+// switch set holds (spine_eta, the network's oversubscription), each its own term of the split.
 // MFU: eq. 7 model FLOPs (convention "megatron-72") over the precision's dense peak. PlanConstants'
 // defaults are structural; a cluster's [efficiency] table sets calibrated ones (a100-80g's: fitted
 // by bench/plan_fit_table5.py and bench/plan_fit_megascale.py, checked by test_plan_calibration).
@@ -69,6 +72,10 @@ struct PlanConstants {
   double optimizer_bytes_per_param = 32;                        // Adam's pass over the shard (LAMB: x 1.25)
   double host_sync_s = 0, host_async_s = 0;                     // host time per step on the critical path
   double overlap_gamma = 0;  // compute slowdown while an overlapped DP collective runs beside it (planner.md §4.4 γ)
+  // Scale (scale_cost.h): a device's per-step compute spread (relative deviation; the slowest of
+  // all devices paces the step), and the share of a link's bandwidth a flow keeps across the fat
+  // tree's upper tiers (ECMP collisions) when a data-parallel ring spans more than one switch set.
+  double straggler_cv = 0, spine_eta = 1.0;
 };
 
 // The planner's constants for a cluster: the defaults above, overridden by its [efficiency] table.
@@ -77,9 +84,10 @@ PlanConstants plan_constants(const ClusterDesc& c);
 struct StepPrediction {
   double step_s = 0, tokens_per_s = 0, mfu = 0;
   // The split (sums to step_s): compute of the busiest stage, the recompute within it, exposed TP
-  // within it, the bubble, exposed PP, DP, the optimizer and the host.
+  // within it, the bubble, exposed PP, DP, the optimizer, the host, the wait for the slowest device
+  // (straggler) and what the data-parallel traffic loses above one switch set (spine).
   double compute = 0, recompute = 0, tp_exposed = 0, bubble = 0, pp_exposed = 0, dp_exposed = 0, optimizer = 0,
-         other = 0;
+         other = 0, straggler = 0, spine = 0;
   MemoryEstimate memory;
   PipelineTimeline timeline;
 };

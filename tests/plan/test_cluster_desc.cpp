@@ -83,6 +83,15 @@ TEST(ClusterDesc, BadDescriptionsAreNamed) {
       {"[efficiency] gemm_eta_inf: 1.5 must be in (0, 1]"});
   bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\nfudge = 1.1",
       {"[efficiency] unknown key 'fudge'"});
+  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\noversubscription = 0.5",
+      {"[network] oversubscription: 0.5 must be >= 1"});
+  bad("topology = \"fat-tree\"", "topology = \"fat-tree\"\n[efficiency]\nspine_eta = 0",
+      {"[efficiency] spine_eta: 0 must be in (0, 1]"});
+  EXPECT_DOUBLE_EQ(parse_cluster_toml(replaced(good, "topology = \"fat-tree\"",
+                                               "topology = \"fat-tree\"\noversubscription = 3"),
+                                      "x.toml")
+                       .network.oversubscription,
+                   3.0);
   ms::testing::expect_error([] { load_cluster("/nonexistent/cluster.toml"); },
                             {"/nonexistent/cluster.toml", "no such file"});
   ms::testing::expect_error([] { builtin_cluster("v100"); }, {"unknown built-in cluster 'v100'"});

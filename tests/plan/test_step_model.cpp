@@ -10,11 +10,17 @@
 //  - MegaScale's features (planner.md §8: parallel block, sliding window, no recomputation, TP and
 //    PP overlap, FlashAttention, asynchronous data, LAMB) give a shorter step than the Megatron-LM
 //    baseline for the 175B model at 256, 1,024 and 12,288 GPUs;
+//  - the costs that grow with scale (scale_cost.h) are their own terms of the split and vanish where
+//    they should: the straggler wait is the busiest stage's compute x cv x E[max of N normals] and 0
+//    without jitter or with one device; the spine term is 0 while the data-parallel ring stays under
+//    one switch set (1,024 GPUs: 16 hosts of 64) or the upper tiers lose nothing, and at 12,288 GPUs
+//    (192 hosts; without DP overlap) is the ring's bandwidth term x (oversubscription / spine_eta - 1);
 //  - layouts the batch or the model cannot split are named.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
 #include "plan/model_math.h"
+#include "plan/scale_cost.h"
 #include "plan/step_model.h"
 
 using namespace ms;
@@ -53,7 +59,8 @@ TEST(StepModel, TheSplitSumsToTheStepAndMfuIsEquationSeven) {
   const ModelConfig m = gpt175(true);
   const PlanLayout l = layout(true, 256, 768);
   const StepPrediction p = predict_step(m, l, a100, constants());
-  EXPECT_NEAR(p.compute + p.recompute + p.tp_exposed + p.bubble + p.pp_exposed + p.dp_exposed + p.optimizer + p.other,
+  EXPECT_NEAR(p.compute + p.recompute + p.tp_exposed + p.bubble + p.pp_exposed + p.dp_exposed + p.optimizer + p.other +
+                  p.straggler + p.spine,
               p.step_s, 1e-9 * p.step_s);
   GptShape s;
   s.layers = 96, s.hidden = 12288, s.heads = 128, s.seq = 2048, s.vocab = 64000;
@@ -179,6 +186,39 @@ TEST(StepModel, ZeroTwoOverlapWindowsComeFromTheSchedule) {
   EXPECT_GT(exposed, rs);      // but two chunks' worth cannot
   // Gathers shorter than every first forward's end are never late.
   EXPECT_NEAR(ms::plan::zero2_overlap_exposed(t2, 2, 0.0, 0.25), 0.0, 1e-12);
+}
+
+TEST(StepModel, StragglersAndTheSpineAreTermsThatVanishWhereTheyShould) {
+  ClusterDesc a100 = builtin_cluster("a100-80g");
+  const ModelConfig m = gpt175(true);
+  PlanConstants k = constants();
+  const StepPrediction base = predict_step(m, layout(true, 12288, 6144), a100, k);
+  EXPECT_EQ(base.straggler, 0.0) << "no jitter";
+  EXPECT_EQ(base.spine, 0.0) << "the upper tiers lose nothing (spine_eta 1, 1:1)";
+  k.straggler_cv = 0.01, k.spine_eta = 0.7;
+  a100.network.oversubscription = 2.0;
+  // 1,024 GPUs: the DP ring spans 16 hosts, under one switch set of 64.
+  const StepPrediction small = predict_step(m, layout(true, 1024, 768), a100, k);
+  EXPECT_EQ(small.spine, 0.0);
+  const double busy = small.compute + small.recompute + small.tp_exposed;  // the busiest stage's compute
+  EXPECT_NEAR(small.straggler, busy * 0.01 * expected_max_std_normal(1024), 1e-9 * busy);
+  // 12,288 GPUs: 192 hosts; the ring runs at 0.7 / 2 of the NIC.
+  const StepPrediction big = predict_step(m, layout(true, 12288, 6144), a100, k);
+  EXPECT_GT(big.spine, 0.0);
+  EXPECT_GT(big.straggler, small.straggler * (big.compute / small.compute) * 1.01) << "more devices, a slower slowest";
+  // Without DP overlap the exposed DP is the ring's latency plus its bandwidth term; the spine term
+  // is that bandwidth term times oversubscription / spine_eta - 1 (the latency is the same).
+  PlanLayout flat = layout(true, 12288, 6144);
+  flat.overlap_dp = false;
+  const StepPrediction f = predict_step(m, flat, a100, k);
+  const double latency = 6 * 2 * (192 - 1) * a100.network.inter_latency_us * 1e-6;  // v chunks x (RS + AG)
+  EXPECT_NEAR(f.spine, (f.dp_exposed - latency) * (2.0 / 0.7 - 1.0), 1e-9 * f.spine);
+  // One device: nothing to wait for.
+  PlanLayout one = layout(true, 64, 768);
+  one.tp = 1, one.pp = 1, one.dp = 1, one.virtual_stages = 1, one.schedule = PipelineScheduleKind::k1F1B;
+  ModelConfig tiny = gpt175(true);
+  tiny.n_layer = 2, tiny.n_embd = 1024, tiny.n_head = 16;
+  EXPECT_EQ(predict_step(tiny, one, a100, k).straggler, 0.0);
 }
 
 }  // namespace

@@ -30,8 +30,10 @@ double unix_now() {
 TEST(RecoveryReport, RestoreSummaryFoldsOneAttempt) {
   const std::string dir = ms::testing::make_temp_dir("recovery_report");
   write(fs::path(dir) / "restore_rank3.json", {{"path", "storage"}, {"seconds", 9.0}});  // an earlier attempt's
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double since = unix_now() - 0.005;
+  // A file's time comes from the kernel's coarse clock (a tick, up to 10 ms, behind the system
+  // clock): 50 ms of slack on each side of `since`.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double since = unix_now() - 0.05;
   write(fs::path(dir) / "restore_rank0.json",
         {{"path", "memory"}, {"source", "local"}, {"seconds", 0.5}, {"step", 7}, {"load_seconds", 0.3},
          {"startup", {{"total", 1.5}, {"world", 0.2}}}});
