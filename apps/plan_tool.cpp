@@ -16,6 +16,7 @@
 #include "base/atomic_file.h"    // write_text_atomic
 #include "plan/layout_search.h"  // search_layouts
 #include "plan/runnable.h"       // trainer_refusal, trainer_overrides
+#include "plan/plan_interval.h"  // plan_interval
 #include "plan/plan_trace.h"     // plan_trace
 #include "plan/step_model.h"     // predict_step
 #include "plan_calibrate.h"      // run_calibrate_host
@@ -129,7 +130,13 @@ const std::string& recompute_name(plan::Recompute r) { return kRecomputeNames[st
 
 nlohmann::json to_json(const plan::StepPrediction& p, const plan::PlanLayout& l, const plan::ClusterDesc& c) {
   const plan::MemoryEstimate& m = p.memory;
+  const plan::PlanInterval iv = plan::plan_interval(p.step_s, p.mfu, c.uncertainty);
+  const nlohmann::json interval =
+      iv.known ? nlohmann::json{{"step_time_s", {iv.step_lo, iv.step_hi}}, {"mfu", {iv.mfu_lo, iv.mfu_hi}},
+                                {"basis", iv.basis}}
+               : nlohmann::json(nullptr);
   return {{"step_time_s", p.step_s},
+          {"interval", interval},
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"mfu_convention", "megatron-72"},
@@ -276,6 +283,12 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
              : cluster.efficiency.empty() ? "constants NOT calibrated"
                                           : "calibrated constants");
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
+  if (const plan::PlanInterval iv = plan::plan_interval(p.step_s, p.mfu, cluster.uncertainty); iv.known)
+    fmt::print("range: step {:.3f}-{:.3f} s, MFU {:.1f}-{:.1f}% (one held-out RMS either side: {})\n", iv.step_lo,
+               iv.step_hi, 100 * iv.mfu_lo, 100 * iv.mfu_hi, iv.basis);
+  else
+    fmt::print("range: unknown ({} has no [uncertainty]: never validated on data it was not fitted to)\n",
+               cluster.source);
   fmt::print(
       "split: compute {:.3f}, recompute {:.3f}, tp {:.3f}, bubble {:.3f}, pp {:.3f}, dp {:.3f}, optimizer {:.3f}, "
       "other {:.3f}, straggler {:.3f}, spine {:.3f} s\n",

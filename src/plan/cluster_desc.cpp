@@ -21,7 +21,8 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"efficiency",
        {"gemm_eta_inf", "gemm_k_half", "attention_eta", "flash_eta", "mem_eta", "launch_us", "intra_eta", "nic_eta",
         "intra_half_MB", "nic_half_MB", "optimizer_bytes_per_param", "host_sync_s", "host_async_s", "overlap_gamma",
-        "straggler_cv", "spine_eta"}}};
+        "straggler_cv", "spine_eta"}},
+      {"uncertainty", {"mfu_points", "step_relative", "basis"}}};
   return k;
 }
 
@@ -34,7 +35,8 @@ class Reader {
       if (s == "host" || s == "comm") continue;  // host_desc.h checks them
       const auto it = known_keys().find(s);
       MS_CHECK(it != known_keys().end(),
-               "{}: unknown section [{}] (expected [device], [node], [network], [efficiency], [host], [comm])", where_,
+               "{}: unknown section [{}] (expected [device], [node], [network], [efficiency], [uncertainty], [host], "
+               "[comm])", where_,
                s);
       MS_CHECK(node.is_table(), "{}: [{}] must be a table", where_, s);
       for (auto&& [key, v] : *node.as_table())
@@ -107,6 +109,9 @@ ClusterDesc from_table(const toml::table& t, const std::string& where) {
     double v = 0;
     if (r.find("efficiency", key.c_str(), false)) r.number("efficiency", key.c_str(), v), c.efficiency[key] = v;
   }
+  r.number("uncertainty", "mfu_points", c.uncertainty.mfu_points, /*required=*/false);
+  r.number("uncertainty", "step_relative", c.uncertainty.step_relative, /*required=*/false);
+  r.text("uncertainty", "basis", c.uncertainty.basis, /*required=*/false);
   c.host = parse_host_tables(t, where);
   c.validate();
   return c;
@@ -193,6 +198,9 @@ void ClusterDesc::validate() const {
     MS_CHECK(eta ? (v > 0 && v <= 1) : v >= 0, "{}: [efficiency] {}: {} must be {}", source, key, v,
              eta ? "in (0, 1]" : ">= 0");
   }
+  MS_CHECK(uncertainty.mfu_points >= 0 && uncertainty.step_relative >= 0 && uncertainty.step_relative < 1,
+           "{}: [uncertainty] mfu_points {} must be >= 0 and step_relative {} in [0, 1)", source,
+           uncertainty.mfu_points, uncertainty.step_relative);
   MS_CHECK(network.topology == "fat-tree", "{}: [network] topology: '{}' (only fat-tree is modelled)", source,
            network.topology);
 }

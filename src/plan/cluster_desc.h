@@ -55,11 +55,21 @@ struct NetworkDesc {
 // keep the planner's defaults. Efficiencies (*_eta*) lie in (0, 1], the others are >= 0.
 using EfficiencyTable = std::map<std::string, double>;
 
+// [uncertainty] (optional): how far the planner's predictions for this cluster were off on data its
+// constants were not fitted to (bench/plan_validate.py's held-out folds for a GPU cluster; the
+// measured runs of bench/bench_plan.sh for a CPU host); `megascale plan` prints its range from it.
+struct Uncertainty {
+  double mfu_points = 0;     // held-out RMS error of the MFU, in points (0: unknown)
+  double step_relative = 0;  // relative error of the step time (0: unknown)
+  std::string basis;         // what it was measured on
+};
+
 struct ClusterDesc {
   DeviceDesc device;
   NodeDesc node;
   NetworkDesc network;
   EfficiencyTable efficiency;
+  Uncertainty uncertainty;
   HostTables host;     // [host] and [comm]: a CPU host's measured tables (empty for GPUs)
   std::string source;  // the file or "built-in <name>" it came from
 
