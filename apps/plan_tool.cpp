@@ -55,6 +55,7 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
                                                                                 : PipelineScheduleKind::kInterleaved;
   }
   l.global_batch = a.batch, l.seq = a.seq_len > 0 ? a.seq_len : cfg.train.seq_len;
+  l.saves_checkpoints = cfg.checkpoint.every > 0 || cfg.train.exit_after > 0;
   const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32};
   l.precision = dtypes[choice(a.dtype, "--dtype", {"bf16", "fp16", "fp32"})];
   l.sequence_parallel = choice(a.sequence_parallel, "--sequence-parallel", {"on", "off"}) == 0;

@@ -41,7 +41,8 @@ MemoryEstimate host_memory(const ModelConfig& m, const PlanLayout& l, const Clus
       const double local = l.dp > 1 ? std::ceil(P / l.dp) : P;
       e.optimizer += 4 * local * (l.lamb ? 3 : 2);          // moments (and LAMB's update)
       if (l.dp > 1) e.optimizer += 8 * local + 8 * bucket;  // ZeRO-2's shard and its staging
-      e.other += 12 * local;  // the checkpointer's snapshot buffer: parameters and moments it owns
+      // The checkpointer's snapshot buffer (parameters and moments it owns): resident once a save wrote it.
+      if (l.saves_checkpoints) e.other += 12 * local;
     }
     const int ranks = l.tp * l.pp * l.dp;
     e.other += (ranks > 1 ? c.host.rank_floor_mib : c.host.process_floor_mib) * 1048576.0;

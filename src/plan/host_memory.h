@@ -8,7 +8,8 @@
 //    without data parallelism, ZeRO-2's shard with it, plus the shard's parameters and gradients and
 //    a padded bucket's staging;
 //  - the checkpointer's snapshot buffer (ckpt/checkpointer: the parameters and both moments the
-//    rank owns, allocated at start whether or not the run saves);
+//    rank owns) when the run saves checkpoints: it is mapped at start but resident only once a save
+//    writes it (base/aligned_buffer: buffers of 1 MiB and more are anonymous mappings, never cleared);
 //  - the process floor the host file measured (libraries, threads, the loader; a Gloo rank's when
 //    there are several ranks);
 //  - the end of the run, whose buffers add to the rest: the whole model gathered on the first

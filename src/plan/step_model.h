@@ -62,6 +62,9 @@ struct PlanLayout {
   int threads = 0;
   std::string comm_backend = "gloo";
   double bucket_mb = 4;
+  // The run saves checkpoints (checkpoint.every or train.exit_after): the checkpointer's snapshot
+  // buffer is then written, and resident; otherwise it stays an untouched mapping.
+  bool saves_checkpoints = true;
   int element_bytes() const { return precision == DType::kF32 ? 4 : 2; }  // weights and activations
 };
 

@@ -48,6 +48,8 @@ TEST(HostMemory, ZeroTwoShardsTheOptimizerAndTheSnapshot) {
   EXPECT_NEAR(e.optimizer, 8 * local + 8 * local + 8 * bucket, 1.0);
   EXPECT_NEAR(e.other, 12 * local + 220 * kMiB + 4 * P, 1.0);  // a Gloo rank's floor; rank 0 exports
   EXPECT_NEAR(e.params + e.grads + e.activations, 8 * P + 4.0 * f.activations, 1.0);
+  l.saves_checkpoints = false;  // the snapshot buffer is never written: not resident
+  EXPECT_NEAR(host_memory(m, l, c).other, 220 * kMiB + 4 * P, 1.0);
 }
 
 }  // namespace
