@@ -191,7 +191,7 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
                   "[parallel] and [optim] give the layout");
   cmd->add_option("--model", a.model, "a training config, or a file with its [model] section");
   cmd->allow_extras();
-  cmd->add_option("--cluster", a.cluster, "a100-80g, h100-80g, or a cluster TOML file")->capture_default_str();
+  cmd->add_option("--cluster", a.cluster, "a100-80g, h100-80g, h200-141g, or a cluster TOML file")->capture_default_str();
   cmd->add_option("--gpus", a.gpus, "devices in the job (on a CPU host: ranks)");
   cmd->add_option("--batch", a.batch, "global batch, sequences");
   cmd->add_option("--seq-len", a.seq_len, "sequence length (default: the config's train.seq_len)");

@@ -137,10 +137,11 @@ ClusterDesc make_builtin(const std::string& name) {
         {"gemm_eta_inf", 0.8},  {"attention_eta", 0.2}, {"flash_eta", 0.55},   {"mem_eta", 0.9},
         {"intra_eta", 0.5},     {"nic_eta", 0.6},       {"host_sync_s", 0.05}, {"optimizer_bytes_per_param", 56},
         {"overlap_gamma", 0.25}};
-  } else {  // h100-80g: H100-SXM5-80GB, NVLink 4, 8 x 400 Gb/s NDR
-    c.device.name = "H100-SXM5-80GB";
+  } else {  // h100-80g / h200-141g: Hopper SXM5, NVLink 4, 8 x 400 Gb/s NDR; H200 = H100's compute, HBM3e
+    const bool h200 = name == "h200-141g";
+    c.device.name = h200 ? "H200-SXM-141GB" : "H100-SXM5-80GB";
     c.device.peak_tflops = {{"bf16", 989.0}, {"fp16", 989.0}, {"tf32", 494.5}, {"fp32", 66.9}};
-    c.device.memory_gib = 80.0, c.device.memory_GBps = 3350.0, c.device.sms = 132;
+    c.device.memory_gib = h200 ? 141.0 : 80.0, c.device.memory_GBps = h200 ? 4800.0 : 3350.0, c.device.sms = 132;
     c.node.intra_GBps = 450.0;
     c.network.nic_Gbps = 400.0;
   }
@@ -205,10 +206,12 @@ void ClusterDesc::validate() const {
            network.topology);
 }
 
-bool is_builtin_cluster(const std::string& name) { return name == "a100-80g" || name == "h100-80g"; }
+bool is_builtin_cluster(const std::string& name) {
+  return name == "a100-80g" || name == "h100-80g" || name == "h200-141g";
+}
 
 ClusterDesc builtin_cluster(const std::string& name) {
-  MS_CHECK(is_builtin_cluster(name), "unknown built-in cluster '{}' (a100-80g, h100-80g, or a TOML file)", name);
+  MS_CHECK(is_builtin_cluster(name), "unknown built-in cluster '{}' (a100-80g, h100-80g, h200-141g, or a TOML file)", name);
   return make_builtin(name);
 }
 
@@ -224,7 +227,7 @@ ClusterDesc load_cluster(const std::string& name_or_path) {
   if (is_builtin_cluster(name_or_path)) return builtin_cluster(name_or_path);
   MS_CHECK(std::filesystem::is_regular_file(name_or_path),
            "cluster '{}': no such file, and not a built-in name "
-           "(a100-80g, h100-80g)",
+           "(a100-80g, h100-80g, h200-141g)",
            name_or_path);
   try {
     return from_table(toml::parse_file(name_or_path), name_or_path);

@@ -82,7 +82,7 @@ struct ClusterDesc {
   void validate() const;
 };
 
-// The built-in names: "a100-80g", "h100-80g".
+// The built-in names: "a100-80g", "h100-80g", "h200-141g" (the Hopper ones not calibrated yet).
 bool is_builtin_cluster(const std::string& name);
 ClusterDesc builtin_cluster(const std::string& name);
 // A built-in name, or a TOML file.

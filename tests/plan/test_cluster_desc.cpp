@@ -32,7 +32,7 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
 }
 
 TEST(ClusterDesc, ShippedFilesEqualTheBuiltIns) {
-  for (const char* name : {"a100-80g", "h100-80g"}) {
+  for (const char* name : {"a100-80g", "h100-80g", "h200-141g"}) {
     const ClusterDesc f = load_cluster(shipped(name)), b = load_cluster(name);
     EXPECT_EQ(f.device.name, b.device.name);
     EXPECT_EQ(f.device.peak_tflops, b.device.peak_tflops);
@@ -62,6 +62,8 @@ TEST(ClusterDesc, AnEfficiencyTableIsReadByName) {
   EXPECT_DOUBLE_EQ(c.efficiency.at("gemm_eta_inf"), 0.7);
   EXPECT_DOUBLE_EQ(c.efficiency.at("launch_us"), 4.0);
   EXPECT_TRUE(builtin_cluster("h100-80g").efficiency.empty());  // not calibrated
+  EXPECT_TRUE(builtin_cluster("h200-141g").efficiency.empty());
+  EXPECT_DOUBLE_EQ(builtin_cluster("h200-141g").device.memory_gib, 141.0);
   EXPECT_DOUBLE_EQ(builtin_cluster("a100-80g").efficiency.at("flash_eta"), 0.55);  // bench/plan_fit_*.py
 }
 
