@@ -1,7 +1,7 @@
 // test_plan_cli: `megascale plan` as a user runs it: --json prints one object whose time split sums
 // to step_time_s, with mfu, fits_memory, the layout and "calibrated" (true on the A100 cluster,
 // whose constants are fitted; false on the H100, whose are not); MFU is eq. 7's FLOPs over the step at the cluster's peak; the text output names the
-// same step; without layout flags it searches and its answer is no slower than the published
+// same step, with the range one held-out RMS either side (none for the unvalidated H100); without layout flags it searches and its answer is no slower than the published
 // layout's prediction, and planning the answer's layout explicitly gives the same step; bad input
 // is one named error with exit code 1 (an unknown cluster, a layout the model cannot split).
 #include <gtest/gtest.h>
@@ -47,6 +47,10 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   EXPECT_EQ(j["mfu_convention"], "megatron-72");
   EXPECT_TRUE(j["fits_memory"].get<bool>());
   EXPECT_EQ(j["layout"]["dp"], 4);
+  // The range: one held-out RMS of the MFU either side (the a100's [uncertainty]).
+  const double mfu = j["mfu"].get<double>(), rms = ms::plan::builtin_cluster("a100-80g").uncertainty.mfu_points / 100;
+  EXPECT_NEAR(j["interval"]["mfu"][0].get<double>(), mfu - rms, 1e-12) << j.dump();
+  EXPECT_NEAR(j["interval"]["step_time_s"][1].get<double>(), step * mfu / (mfu - rms), 1e-9 * step) << j.dump();
   const std::string trace = ms::testing::make_temp_dir("plan_trace") + "/plan.json";
   ASSERT_EQ(ms::testing::run_cmd(plan(std::string(kLayout) + " --explain " + trace)).code, 0);
   const auto tr = nlohmann::json::parse(ms::testing::slurp(trace));
@@ -58,6 +62,7 @@ TEST(PlanCli, JsonStepSplitAndMfu) {
   const auto h100 = ms::testing::run_cmd(plan(std::string(kLayout) + " --cluster h100-80g"));
   EXPECT_EQ(h100.code, 0) << h100.output;
   EXPECT_NE(h100.output.find("NOT calibrated"), std::string::npos) << h100.output;
+  EXPECT_NE(h100.output.find("range: unknown"), std::string::npos) << h100.output;
   EXPECT_NE(text.output.find("dp 4"), std::string::npos) << text.output;
 }
 

@@ -47,7 +47,10 @@ TEST(ClusterDesc, ShippedFilesEqualTheBuiltIns) {
     EXPECT_EQ(f.network.inter_latency_us, b.network.inter_latency_us);
     EXPECT_EQ(f.network.hosts_per_switch, b.network.hosts_per_switch);
     EXPECT_EQ(f.efficiency, b.efficiency);
+    EXPECT_EQ(f.uncertainty.mfu_points, b.uncertainty.mfu_points);
+    EXPECT_EQ(f.uncertainty.basis, b.uncertainty.basis);
   }
+  EXPECT_GT(builtin_cluster("a100-80g").uncertainty.mfu_points, 0.0);  // validated: bench/plan_validate.py
   const ClusterDesc a = builtin_cluster("a100-80g");
   EXPECT_DOUBLE_EQ(a.peak_flops(ms::DType::kBF16), 312e12);
   EXPECT_DOUBLE_EQ(a.peak_flops(ms::DType::kF32), 19.5e12);
