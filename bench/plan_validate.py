@@ -5,7 +5,9 @@ MegaScale Table 3, nine ablation rows at 256 GPUs; MegaScale Table 2, the nine v
 does not repeat, 256-12,288 GPUs) split into held-out folds: leave one source out (3 folds) and leave
 one scale bucket out (SCALE_BUCKETS: <=64, 256-280, 512-1,024 and 12,288 GPUs; 4 folds). Each fold
 refits the constants on the other rows and predicts its own; the in-sample fit (all rows together)
-is printed beside it, so the gap between the two is the overfitting.
+is printed beside it, so the gap between the two is the overfitting. Narayanan et al.'s SC21 Table 1
+(ten weak-scaling rows, 32-3,072 A100s) is predicted but never fitted (planner.md §8), with the
+shipped constants and with the in-sample fit: data no constant has seen.
 
 How: rows, presets and MFU convention are bench/plan_fit_table5.py's and bench/plan_fit_megascale.py's
 (their ROWS and constants imported, their `megascale plan --json` command lines mirrored in
@@ -85,6 +87,39 @@ def build_rows():
     return rows
 
 
+# Narayanan et al. (SC21, arXiv 2104.04473) Table 1: weak scaling on Selene (A100 80GB, 8 x 200 Gb/s HDR),
+# V 51200, s 2048, 16-bit: params (B), heads, hidden, layers, TP, PP, GPUs, batch, achieved TFLOP/s per GPU
+# (their eq. 3 FLOPs, which count the recomputation's extra forward). VALIDATION ONLY: never in a
+# training fold (planner.md §8: the planner must predict such tables, not memorise them). Layout
+# assumptions (the table gives none of them): full recomputation, no sequence parallelism, the
+# non-interleaved 1F1B schedule, micro-batch 1, DP as a non-overlapped all-reduce (no ZeRO),
+# tp-bwd overlap, unfused attention, a synchronous data pipeline, Adam; fp16.
+SC21 = [(1.7, 24, 2304, 24, 1, 1, 32, 512, 137), (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+        (7.5, 32, 4096, 36, 4, 1, 128, 512, 142), (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+        (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138), (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+        (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148), (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+        (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163), (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163)]
+
+
+def sc21_rows():
+    rows = []
+    for params, a, h, l, t, p, n, batch, tflops in SC21:
+        eq3 = 96 * batch * 2048 * l * h * h * (1 + 2048 / (6 * h) + 51200 / (16 * l * h))
+        step = eq3 / (tflops * 1e12 * n)  # the published step, from their throughput
+        rows.append({"name": f"SC21 {params:g}B", "source": "narayanan-sc21", "model": f"{params:g}B", "scale": n,
+                     "published": eq7_mfu(l, h, 51200, batch, step, n), "published_s": step, "kind": "sc21",
+                     "args": (a, h, l, t, p, n, batch)})
+    return rows
+
+
+def sc21_cmd(binary, model, cluster, args):
+    a, h, l, t, p, n, batch = args
+    return [binary, "plan", "--model", model, "--cluster", cluster, "--gpus", str(n), "--batch", str(batch),
+            "--tp", str(t), "--pp", str(p), "--virtual-stages", "1", "--micro-batch", "1", "--schedule", "1f1b",
+            "--dtype", "fp16", "--overlap", "tp-bwd", "--kernels", "megatron", "--data-pipeline", "sync",
+            "--zero", "0", "--sequence-parallel", "off", "--recompute", "full", "--json"]
+
+
 def table5_cmd(binary, model, cluster, args):  # bench/plan_fit_table5.py's command line
     a, h, l, t, p, v, g, b, mode = args
     return [binary, "plan", "--model", model, "--cluster", cluster, "--gpus", str(t * p), "--batch", str(g),
@@ -115,16 +150,16 @@ class Planner:
         text = open(os.path.join(ROOT, "configs/clusters/a100-80g.toml")).read()
         self.base = text.split("[efficiency]")[0]  # the cluster without its fitted constants
         self.shipped = {}
-        for line in text.split("[efficiency]")[1].splitlines():
+        for line in text.split("[efficiency]")[1].split("\n[")[0].splitlines():
             line = line.split("#")[0].strip()
             if "=" in line:
                 k, v = (s.strip() for s in line.split("=", 1))
                 self.shipped[k] = float(v)
         self.models = {}
         for r in rows:
-            if r["kind"] == "t5":
+            if r["kind"] in ("t5", "sc21"):
                 a, h, l = r["args"][:3]
-                path = os.path.join(tmp, f"m{h}.toml")
+                path = os.path.join(tmp, f"m{h}_{l}.toml")
                 text = (f"[model]\nn_layer={l}\nn_embd={h}\nn_head={a}\nvocab_size=51200\nmax_seq_len=2048\n"
                         "[train]\nseq_len=2048\n")
             else:
@@ -149,13 +184,16 @@ class Planner:
 
     def run(self, key, i):  # (ok, MFU % or the error text)
         r = self.rows[i]
-        build = table5_cmd if r["kind"] == "t5" else megascale_cmd
+        build = {"t5": table5_cmd, "sc21": sc21_cmd}.get(r["kind"], megascale_cmd)
         cmd = build(self.binary, r["model_file"], self.cluster(key), r["args"])
         self.calls += 1
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             return False, (res.stderr or res.stdout).strip().splitlines()[-1:] or ["exit %d" % res.returncode]
         step = json.loads(res.stdout)["step_time_s"]
+        if r["kind"] == "sc21":
+            a, h, l, t, p, n, batch = r["args"]
+            return True, eq7_mfu(l, h, 51200, batch, step, n)
         if r["kind"] == "t5":
             a, h, l, t, p, v, g = r["args"][:7]
             return True, eq7_mfu(l, h, 51200, g, step, t * p)
@@ -274,6 +312,18 @@ def markdown(res, rows, names):
                      f"{f['train_rms']:.2f} | "
                      + (f"{f['held_rms']:.2f} | {f['held_max']:.1f} | " if held else "- | - | ")
                      + " | ".join(fmt(f["constants"][k]) for k in names) + " |")
+    vo = res["validation_only"]
+    lines += ["", f"Validation only (never fitted, planner.md §8): Narayanan et al. SC21 Table 1, {len(vo['rows'])} "
+              "weak-scaling rows on A100s (1.7B on 32 GPUs to 1T on 3,072); the published step is their eq. 3 FLOPs "
+              "over their TFLOP/s; assumed (the table gives none): full recomputation, no SP, 1F1B, micro-batch 1, "
+              "DP all-reduce not overlapped, fp16. "
+              f"RMS {vo['shipped_rms']:.2f} points with the shipped constants (worst {vo['shipped_max']:.1f}), "
+              f"{vo['in_sample_rms']:.2f} with the in-sample fit (worst {vo['in_sample_max']:.1f}).", "",
+              "| row | GPUs | published MFU | shipped constants | in-sample fit |", "|---|---|---|---|---|"]
+    for r in vo["rows"]:
+        lines.append(f"| {r['name']} | {r['gpus']} | {r['published']:.1f} | {r['shipped']:.1f} "
+                     f"({r['shipped'] - r['published']:+.1f}) | {r['in_sample']:.1f} "
+                     f"({r['in_sample'] - r['published']:+.1f}) |")
     lines += ["", "Per row (MFU %; errors in points):", "",
               "| row | source | GPUs | published | in-sample | held out: source | held out: scale | shipped constants |",
               "|---|---|---|---|---|---|---|---|"]
@@ -300,7 +350,8 @@ def main():
     assert all(sum(1 for _, inb in SCALE_BUCKETS if inb(r["scale"])) == 1 for r in rows), "a row in no bucket"
     tmp = tempfile.mkdtemp(prefix="plan_validate_")
     try:
-        planner = Planner(args.build, rows, tmp)
+        extra = sc21_rows()  # validation only: predicted, never fitted
+        planner = Planner(args.build, rows + extra, tmp)
         optional = probe_optional(planner, rows)
         grids, start = {}, {}
         for key, (values, default) in CONSTANTS.items():
@@ -327,6 +378,16 @@ def main():
                   + f" [{planner.calls} plan calls, {time.time() - t0:.0f} s]", flush=True)
         shipped_pt = {k: v for k, v in planner.shipped.items() if k not in FIXED}
         shipped_err = planner.errors(shipped_pt, every)
+        vo = list(range(len(rows), len(rows) + len(extra)))
+        in_sample_pt = next(f for f in folds if f["family"] == "in-sample")["constants"]
+        vo_shipped, vo_fit = planner.errors(shipped_pt, vo), planner.errors(in_sample_pt, vo)
+        validation_only = {
+            "source": "narayanan-sc21",
+            "rows": [{"name": extra[k]["name"], "gpus": extra[k]["scale"], "published": extra[k]["published"],
+                      "shipped": vo_shipped[k] + extra[k]["published"], "in_sample": vo_fit[k] + extra[k]["published"]}
+                     for k in range(len(extra))],
+            "shipped_rms": rms(vo_shipped), "shipped_max": max(map(abs, vo_shipped)),
+            "in_sample_rms": rms(vo_fit), "in_sample_max": max(map(abs, vo_fit))}
         fams = {key: summarise(rows, folds, key) for key in ("source", "scale", "in-sample")}
         si = max(every, key=lambda i: abs(shipped_err[i]))
         per_row = []
@@ -345,7 +406,7 @@ def main():
                "grid_note": grid_note, "binary": os.path.join(args.build, "megascale"),
                "binary_mtime": planner.source_mtime, "optional": optional, "fixed": FIXED,
                "buckets": [b for b, _ in SCALE_BUCKETS], "grids": grids, "start": start, "families": fams,
-               "folds": folds, "rows": per_row, "plan_calls": planner.calls,
+               "folds": folds, "rows": per_row, "plan_calls": planner.calls, "validation_only": validation_only,
                "shipped": {"constants": shipped_pt, "rms": rms(shipped_err), "worst": rows[si]["name"],
                            "worst_error": shipped_err[si]}}
     finally:
@@ -353,6 +414,8 @@ def main():
     res["elapsed_s"] = time.time() - t0
     body = markdown(res, rows, names)
     print(body)
+    print(f"\nplan_validate: validation-only SC21 rows: RMS {validation_only['shipped_rms']:.2f} (shipped), "
+          f"{validation_only['in_sample_rms']:.2f} (in-sample fit)")
     print(f"\nplan_validate: {len(rows)} rows, {sum(f['folds'] for k, f in fams.items() if k != 'in-sample')} "
           f"held-out folds; took {res['elapsed_s']:.0f} s ({planner.calls} plan calls)")
     if args.json:
