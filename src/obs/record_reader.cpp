@@ -1,6 +1,8 @@
 // record_reader.cpp: see record_reader.h.
 #include "obs/record_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>  // NAN
 #include <filesystem>
@@ -245,9 +247,20 @@ RunRecords RecordTail::poll() {
     for (const auto& [rank, path] : found) {
       const bool first_seen = !files_.count(rank);
       FileState& st = files_[rank];
-      const uint64_t size = fs::file_size(path, ec);
-      if (ec) continue;  // vanished meanwhile
-      if (size < st.offset) st = FileState{};  // replaced by a shorter file: read it anew
+      struct stat sb{};
+      if (::stat(path.c_str(), &sb) != 0) continue;  // vanished meanwhile
+      const uint64_t size = static_cast<uint64_t>(sb.st_size), inode = static_cast<uint64_t>(sb.st_ino);
+      // Replaced (a restarted rank's new file under the same name), shrank, or rewritten in place (a
+      // restarted rank truncates the file it was not moved from: its first bytes, the header with
+      // the process's own pid and clock, differ): read it anew.
+      if ((st.inode != 0 && st.inode != inode) || size < st.offset) st = FileState{};
+      if (!st.head.empty()) {
+        std::string now(st.head.size(), '\0');
+        std::ifstream hin(path, std::ios::binary);
+        hin.read(now.data(), static_cast<std::streamsize>(now.size()));
+        if (static_cast<size_t>(hin.gcount()) != now.size() || now != st.head) st = FileState{};
+      }
+      st.inode = inode;
       const bool had_header = st.has_header;
       RankRecords rr;
       rr.rank = rank;
@@ -274,6 +287,7 @@ RunRecords RecordTail::poll() {
           if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank line
           parse_record_line(line, fmt::format("{}:{}", rr.path, next.lines), rr);
         }
+        if (next.offset == 0 && pos > 0) next.head = text.substr(0, std::min<size_t>(pos, 256));  // the file's identity
         next.offset += pos;
         next.has_header = rr.has_header;
         next.header = rr.header;

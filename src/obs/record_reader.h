@@ -127,7 +127,9 @@ RunRecords read_run_records(const std::string& run_dir_or_records_dir);
 // Incremental reader for a live run: remembers per file the byte offset after its last complete
 // line. poll() returns the records completed since the previous poll (each rank's header is
 // repeated in every poll once known, so a RankRecords is self-describing), picks up rank files
-// that appear later, and starts a file over when it shrank (replaced). The folder may not exist
+// that appear later, and starts a file over when it was replaced (another inode: a restarted rank's
+// new file, its old one archived, even when the new one is already longer than the old offset),
+// rewritten in place (its first bytes changed: a restarted rank truncated it) or shrank. The folder may not exist
 // yet (poll returns nothing; a run folder's records/ is looked for again at each poll). Not thread-safe; one tail per reader.
 class RecordTail {
  public:
@@ -144,6 +146,8 @@ class RecordTail {
  private:
   struct FileState {
     uint64_t offset = 0;  // bytes consumed (complete lines)
+    uint64_t inode = 0;   // the file read (0: none yet)
+    std::string head;     // its first bytes once read (up to 256: the header, unique per process)
     int64_t lines = 0;    // complete lines consumed
     bool has_header = false;
     RecordHeader header;

@@ -283,8 +283,9 @@ std::vector<int> job_processes(DriverJob& job, const std::string& name, const st
 }
 
 // The Redis store (a password-protected redis-server the driver starts) and the dashboard: while the
-// second attempt runs, /api/status has the driver's state and /metrics its counters; at the end the
-// port is closed and the server gone.
+// second attempt runs, /api/status has the driver's state (with the last recovery: its path, where
+// the ranks' state came from, how long it took) and /metrics its counters; at the end the port is
+// closed and the server gone.
 TEST(DriverFaults, RedisStoreAndDashboardShowTheRecovery) {
   DriverJob& job = shared_job();
   const DriverRun& base = baseline(job);
@@ -302,13 +303,15 @@ TEST(DriverFaults, RedisStoreAndDashboardShowTheRecovery) {
   ASSERT_GT(port, 0) << slurp(p.out_path);
   httplib::Client cli("127.0.0.1", port);
   nlohmann::json driver;
-  std::string metrics;
+  std::string metrics, last_status;
   while (seconds_since(t0) < 120) {
     auto res = cli.Get("/api/status");
     if (res && res->status == 200) {
       const auto st = nlohmann::json::parse(res->body);
+      last_status = st["job"].dump().substr(0, 600) + " driver: " + st["driver"].dump().substr(0, 300);
       if (st["driver"].is_object() && st["driver"].value("restarts", 0) == 1 && st["job"]["step"].is_number() &&
-          st["job"]["step"].get<int>() >= 9 && st["driver"].value("phase", "") == "running") {
+          st["job"]["step"].get<int>() >= 9 && st["driver"].value("phase", "") == "running" &&
+          st["driver"]["last_recovery"].is_object()) {
         driver = st["driver"];
         if (auto m = cli.Get("/metrics")) metrics = m->body;
         break;
@@ -316,11 +319,22 @@ TEST(DriverFaults, RedisStoreAndDashboardShowTheRecovery) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_TRUE(driver.is_object()) << "the dashboard never showed the second attempt running";
+  ASSERT_TRUE(driver.is_object()) << "the dashboard never showed the second attempt running\n"
+                                  << slurp(p.out_path) << "\nlast status: " << last_status;
   EXPECT_EQ(driver.value("attempt", -1), 1);
   EXPECT_EQ(driver.value("faults", -1), 1);
   ASSERT_EQ(driver["hosts"].size(), 2u);
   EXPECT_EQ(driver["hosts"][0].value("state", ""), "active");
+  // The last recovery as the page shows it: storage (this job keeps no memory snapshots) when step
+  // 4's asynchronous save was published before the crash at step 5, else a fresh start ("none").
+  const nlohmann::json& rec = driver["last_recovery"];
+  ASSERT_TRUE(rec.is_object()) << driver.dump();
+  EXPECT_EQ(rec.value("attempt", -1), 1) << rec.dump();
+  const std::string path = rec.value("path", "");
+  EXPECT_TRUE(path == "storage" || path == "none") << rec.dump();
+  EXPECT_EQ(rec.value("storage", -1), path == "storage" ? 4 : 0) << rec.dump();
+  EXPECT_EQ(rec.value("memory_local", -1) + rec.value("memory_peer", -1), 0) << rec.dump();
+  EXPECT_GT(rec.value("recovery_s", 0.0), 0.0) << rec.dump();
   EXPECT_NE(metrics.find("megascale_restarts_total 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("megascale_faults_total 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("megascale_hosts{state=\"active\"} 2"), std::string::npos) << metrics;

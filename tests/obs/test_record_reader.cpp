@@ -1,7 +1,8 @@
 // test_record_reader: the record files of a synthetic run read back exactly (every rank, every record
 // kind, the step `ms` maps); a last line without its newline ignored; a missing rank file listed;
 // malformed lines named by file, line, field and reason; the incremental tail returns only new
-// complete lines, picks up new files and restarts replaced ones; the straggler table's layout.
+// complete lines, picks up new files and restarts replaced ones (shorter, another inode, or rewritten
+// in place, each already longer than the old offset); the straggler table's layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -153,6 +154,24 @@ TEST_F(RecordReaderTest, TailReturnsOnlyNewCompleteLines) {
   RunRecords d = tail.poll();
   ASSERT_EQ(d.ranks.size(), 1u);
   EXPECT_TRUE(d.ranks[0].has_header);
+  // Archived and replaced by a new file that is already longer than the old offset (a restarted
+  // rank writing fast): another inode, read anew from its start, never from the old offset.
+  fs::rename(f1, path("records/old-rank-1"));
+  spit(f1, R"({"type":"header","format":1,"rank":1,"world":2,"coord":{"tp":0,"dp":0,"pp":1},"host":"another-host"})"
+           "\n" + std::string(R"({"type":"span","seg":"forward","step":1,"t0":1,"t1":2})") + "\n");
+  RunRecords e = tail.poll();
+  ASSERT_EQ(e.ranks.size(), 1u);
+  EXPECT_TRUE(e.ranks[0].has_header);
+  EXPECT_EQ(e.ranks[0].spans.size(), 1u);
+  // Rewritten in place (truncated by a restarted rank, same inode) and already longer than before:
+  // its header differs, so it is read anew.
+  spit(f1, R"({"type":"header","format":1,"rank":1,"world":2,"coord":{"tp":0,"dp":0,"pp":1},"host":"third-host-x"})"
+           "\n" + std::string(R"({"type":"span","seg":"forward","step":1,"t0":1,"t1":2})") + "\n" +
+           std::string(R"({"type":"span","seg":"forward","step":2,"t0":3,"t1":4})") + "\n");
+  RunRecords g = tail.poll();
+  ASSERT_EQ(g.ranks.size(), 1u);
+  EXPECT_EQ(g.ranks[0].header.host, "third-host-x");
+  EXPECT_EQ(g.ranks[0].spans.size(), 2u);
   // append_records accumulates polls into the whole run.
   RunRecords all;
   append_records(all, std::move(a));

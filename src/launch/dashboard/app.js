@@ -125,6 +125,16 @@ function drawDriver(d) {
     li.textContent = `host ${h.index} (${h.name}): ${h.state}` + (h.reason ? ` (${h.reason})` : "");
     return li;
   }));
+  // The last recovery: where the state came from and what it cost (the driver's recovery event).
+  const r = d.last_recovery;
+  $("driver-recovery").hidden = !r;
+  if (r) {
+    const from = r.path === "memory" ? `memory (${r.memory_local} own cop${r.memory_local === 1 ? "y" : "ies"}, ` +
+      `${r.memory_peer} from a peer)` : r.path;
+    $("driver-recovery").textContent = `last recovery (attempt ${r.attempt}): state from ${from}, restore ` +
+      `${fmt(r.restore_s, 2)} s` + (r.recovery_s !== undefined ? `, first step done ${fmt(r.recovery_s, 1)} s after the ` +
+      `fault, ${r.steps_repeated} step(s) repeated` : "") + (r.memory_skipped ? ` (not from memory: ${r.memory_skipped})` : "");
+  }
   const ev = $("driver-events");
   ev.replaceChildren(...d.events.filter((e) => e.event !== "summary").slice(-8).map((e) => {
     const li = document.createElement("li");
