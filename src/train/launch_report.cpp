@@ -3,6 +3,7 @@
 
 #include <cstdlib>  // std::getenv
 #include <filesystem>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +13,9 @@ namespace ms {
 
 void write_launch_report(const Config& cfg, int rank, int world) {
   const char* dir = std::getenv("MEGASCALE_LAUNCH_DIR");
-  if (rank != 0 || dir == nullptr || *dir == '\0') return;
+  const char* local = std::getenv("LOCAL_RANK");
+  const bool first_on_host = rank == 0 || (local != nullptr && std::string(local) == "0");
+  if (!first_on_host || dir == nullptr || *dir == '\0') return;
   namespace fs = std::filesystem;
   const fs::path out_dir = fs::absolute(cfg.train.out_dir).lexically_normal();
   const nlohmann::json j = {{"out_dir", out_dir.string()},
