@@ -304,6 +304,12 @@ class Driver {
             json r = restore_summary(out_dir_, world_, attempt_started_t_);
             r["attempt"] = attempt;
             events_->log("recovery", r);
+            // The last recovery as the dashboard shows it: where the state came from, what it cost.
+            last_recovery_ = {{"attempt", attempt}, {"path", r.value("path", "")},
+                              {"memory_local", r.value("memory_local", 0)}, {"memory_peer", r.value("memory_peer", 0)},
+                              {"storage", r.value("storage", 0)}, {"restore_s", r.value("restore_s", 0.0)},
+                              {"memory_skipped", r.value("memory_skipped", "")}, {"resumed_step", s.step},
+                              {"recovery_s", f.value("recovery_s", 0.0)}, {"steps_repeated", f.value("steps_repeated", 0)}};
             dlog().info("attempt {} restored from {} in {:.2f} s (slowest rank)", attempt, r.value("path", "?"),
                         r.value("restore_s", 0.0));
           }
@@ -602,29 +608,11 @@ class Driver {
                        {"state", policy_->excluded(h.spec.index) ? "excluded" : active(h) ? "active" : "spare"},
                        {"reason", policy_->excluded_reason(h.spec.index)}, {"executor_alive", h.exec.alive()}});
     json events = events_->all();
-    // The last recovery as the dashboard shows it: the path its state came from (memory / storage),
-    // where each rank's copy was, how long the restore and the whole recovery took.
-    json last_recovery = nullptr, last_resumed = nullptr;
-    for (const json& e : events) {
-      const std::string name = e.value("event", "");
-      if (name == "resumed") last_resumed = e;
-      if (name == "recovery")
-        last_recovery = {{"attempt", e.value("attempt", 0)}, {"path", e.value("path", "")},
-                         {"memory_local", e.value("memory_local", 0)}, {"memory_peer", e.value("memory_peer", 0)},
-                         {"storage", e.value("storage", 0)}, {"restore_s", e.value("restore_s", 0.0)},
-                         {"memory_skipped", e.value("memory_skipped", "")}};
-    }
-    if (last_recovery.is_object() && last_resumed.is_object() &&
-        last_resumed.value("attempt", -1) == last_recovery.value("attempt", -2)) {
-      last_recovery["resumed_step"] = last_resumed.value("step", 0);
-      last_recovery["recovery_s"] = last_resumed.value("recovery_s", 0.0);
-      last_recovery["steps_repeated"] = last_resumed.value("steps_repeated", 0);
-    }
     if (events.size() > 20) events = json(std::vector<json>(events.end() - 20, events.end()));
     static const char* phases[] = {"running", "stopping", "self-check", "draining", "done"};
     dash_->status().set_driver({{"attempt", policy_->attempt()}, {"faults", result_.faults}, {"restarts", result_.restarts},
                                 {"phase", phases[(int)phase_]}, {"world", world_}, {"hosts", hosts},
-                                {"events", events}, {"log", events_->path()}, {"last_recovery", last_recovery}});
+                                {"events", events}, {"log", events_->path()}, {"last_recovery", last_recovery_}});
   }
 
   // ---- the end --------------------------------------------------------------------------------
@@ -710,6 +698,7 @@ class Driver {
   int world_ = 0, job_step_ = 0, stop_signal_ = 0, steps_repeated_ = 0;
   bool resumed_logged_ = false;
   double attempt_started_t_ = 0;  // Unix seconds (a second early): restore files of this attempt are newer
+  json last_recovery_ = nullptr;  // the dashboard's view of the last recovery (null before one)
   ProgressWatch progress_;
   TrafficWatch traffic_;
   LossWatch loss_;

@@ -254,7 +254,7 @@ RunRecords RecordTail::poll() {
       // restarted rank truncates the file it was not moved from: its first bytes, the header with
       // the process's own pid and clock, differ): read it anew.
       if ((st.inode != 0 && st.inode != inode) || size < st.offset) st = FileState{};
-      if (!st.head.empty()) {
+      if (!st.head.empty() && size != st.offset) {  // nothing new: nothing to re-check
         std::string now(st.head.size(), '\0');
         std::ifstream hin(path, std::ios::binary);
         hin.read(now.data(), static_cast<std::streamsize>(now.size()));

@@ -34,18 +34,6 @@ inline const DriverRun& memory_baseline() {
   return base;
 }
 
-// Processes of run `name` whose command line holds `word`.
-inline std::vector<int> run_processes(DriverJob& job, const std::string& name, const std::string& word) {
-  std::vector<int> out;
-  for (int pid : processes_with_env("MEGASCALE_TEST_MARK=" + job.mark(name))) {
-    std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
-    for (char& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(word) != std::string::npos) out.push_back(pid);
-  }
-  return out;
-}
-
 // Waits until the log of run `name` holds `text` (limit 120 s); false if it never did.
 inline bool wait_for_log(DriverJob& job, const std::string& name, const std::string& text) {
   const auto t0 = Clock::now();
@@ -76,10 +64,10 @@ inline bool wait_for_published(DriverJob& job, const std::string& name, int step
 
 // A lost host: SIGKILL to the executor of host `host` and to every rank it started, at once.
 inline void kill_host(DriverJob& job, const std::string& name, int host) {
-  const std::vector<int> execs = run_processes(job, name, "--host-index " + std::to_string(host) + " ");
+  const std::vector<int> execs = job.processes(name, "--host-index " + std::to_string(host) + " ");
   std::vector<int> victims;
   for (int pid : execs) victims.push_back(pid);
-  for (int pid : run_processes(job, name, " train "))
+  for (int pid : job.processes(name, " train "))
     if (slurp("/proc/" + std::to_string(pid) + "/environ").find("MEGASCALE_HOST_INDEX=" + std::to_string(host) +
                                                                  std::string(1, '\0')) != std::string::npos)
       victims.push_back(pid);

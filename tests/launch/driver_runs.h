@@ -185,6 +185,18 @@ class DriverJob {
 
   std::string mark(const std::string& name) const { return dir_ + "/" + name; }
 
+  // Processes of run `name` whose command line contains `word` (e.g. the executor of a host).
+  std::vector<int> processes(const std::string& name, const std::string& word) const {
+    std::vector<int> out;
+    for (int pid : processes_with_env("MEGASCALE_TEST_MARK=" + mark(name))) {
+      std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+      for (char& c : cmd)
+        if (c == '\0') c = ' ';
+      if (cmd.find(word) != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  }
+
   // Nothing of the job is left: no process with its marker (waits up to 5 s for the kernel to
   // finish reaping), no folder in its run dir, no new shared-memory segment.
   void expect_clean_slate(const std::string& name) const {

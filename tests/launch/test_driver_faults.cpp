@@ -270,18 +270,6 @@ namespace {
 
 using namespace ms::testing;
 
-// Processes of a job whose command line contains `word` (e.g. the executor of a host).
-std::vector<int> job_processes(DriverJob& job, const std::string& name, const std::string& word) {
-  std::vector<int> out;
-  for (int pid : processes_with_env("MEGASCALE_TEST_MARK=" + job.mark(name))) {
-    std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
-    for (char& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(word) != std::string::npos) out.push_back(pid);
-  }
-  return out;
-}
-
 // The Redis store (a password-protected redis-server the driver starts) and the dashboard: while the
 // second attempt runs, /api/status has the driver's state (with the last recovery: its path, where
 // the ranks' state came from, how long it took) and /metrics its counters; at the end the port is
@@ -376,7 +364,7 @@ TEST(DriverFaults, LostHeartbeatExcludesTheHost) {
   std::vector<int> execs;
   while (seconds_since(t0) < 60 && slurp(job.dir() + "/hb/log.jsonl").find("\"step\":5") == std::string::npos)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (int pid : job_processes(job, "hb", "--host-index 1 "))
+  for (int pid : job.processes("hb", "--host-index 1 "))
     if (slurp("/proc/" + std::to_string(pid) + "/cmdline").find("executor") != std::string::npos) execs.push_back(pid);
   ASSERT_EQ(execs.size(), 1u);
   ::kill(execs[0], SIGSTOP);
