@@ -382,6 +382,8 @@ class Executor {
       for (auto& x : attempt_->ranks)
         if (x->rank == rr.rank) r = x.get();
       if (!r) continue;  // another host's rank in a shared folder
+      // An earlier process's file (a lost host's rank, never moved aside): not this rank's progress.
+      if (rr.has_header && rr.header.pid != 0 && rr.header.pid != r->pid) continue;
       for (const CommRecord& c : rr.comms) {
         if (c.status != "ok" && c.status != "done") continue;
         if (c.op != "recv") beat_.bytes_sent += c.bytes;
