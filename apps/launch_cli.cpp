@@ -58,6 +58,8 @@ void add_launch_commands(CLI::App& app, LaunchArgs& a) {
   cmd->add_option("--same-failure-limit", d.same_failure_limit, "driver mode: the same failure (kind, rank, step) this many "
                   "times in a row ends the job")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_flag("!--no-selfcheck", d.selfcheck, "driver mode: skip the self-checks before a restart");
+  cmd->add_flag("!--no-standby", a.standby, "driver mode: no warm standby processes of a `train` command on the hosts "
+                "(restarts and spares then start fresh processes)");
   cmd->add_option("--selfcheck-margin", d.selfcheck_gemm_margin, "driver mode: a host whose GEMM speed or own all-reduce "
                   "bandwidth is below (1 - margin) x the hosts' median fails")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--selfcheck-timeout", d.selfcheck_timeout_s, "driver mode: seconds a self-check round may take")
@@ -123,6 +125,8 @@ int run_launch_command(CLI::App& app, LaunchArgs& a) {
   d.loss_spike_action = launch::parse_loss_spike_action(a.loss_spike_action);
   d.run_dir = s.run_dir;
   d.quiet_others = s.quiet_others;
+  // Standbys only of this binary's `train` (it waits for its assignment: launch/standby.h).
+  d.standby = a.standby && s.command.size() >= 2 && s.command[0] == exe && s.command[1] == "train";
   d.stall = {a.stall_factor, a.stall_min_s, a.startup_s};
   d.stop_grace = std::chrono::milliseconds((int64_t)(a.stop_grace_s * 1000));
   d.signal_grace = s.signal_grace;

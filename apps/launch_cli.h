@@ -21,6 +21,7 @@ struct LaunchArgs {
   double stop_grace_s = 3, signal_grace_s = 120, stall_factor = 10, stall_min_s = 30, startup_s = 300;
   launch::ExecutorOptions executor;
   int executor_beat_ms = 1000;
+  bool standby = true;           // --no-standby clears it
 };
 
 void add_launch_commands(CLI::App& app, LaunchArgs& a);

@@ -27,6 +27,7 @@
 #include "config/config.h"   // Config, list_fields, set_field, load_toml
 #include "launch_cli.h"      // LaunchArgs, add_launch_commands, run_launch_command
 #include "launch/janitor.h"  // janitor_main (the hidden `megascale janitor`)
+#include "launch/standby.h"  // await_standby_assignment
 #include "data/prepare.h"  // PrepareOptions, run_prepare
 #include "train_run.h"    // run_training
 #include "app_paths.h"    // tokenizer_dir_or_default, resolve_launch_command
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < fields.size(); i++)
       if (train->count("--" + fields[i].key) > 0) overrides.emplace_back(fields[i].key, targs.values[i]);
     ms::apply_overrides(cfg, overrides, "command line");
+    // A warm standby (launch/standby.h) waits here for its rank's environment: everything above is
+    // the same for every rank, everything below reads the rank's environment.
+    ms::launch::await_standby_assignment();
     float loss = ms::run_training(cfg);  // validates the config before anything else
     fmt::print("final loss {:.4f}\n", loss);
     return 0;

@@ -290,7 +290,8 @@ class Driver {
         progress_.progress(now, s.step_ms);
         if (!resumed_logged_ && attempt > 0) {
           resumed_logged_ = true;
-          json f = {{"attempt", attempt}, {"step", s.step}, {"from_checkpoint_step", s.step - 1}};
+          json f = {{"attempt", attempt}, {"step", s.step}, {"from_checkpoint_step", s.step - 1},
+                    {"warm_ranks", warm_ranks()}};
           if (!policy_->faults().empty()) {
             const int repeated = std::max(0, policy_->faults().back().step - (s.step - 1));
             f["recovery_s"] = events_->mono_now() - fault_mono_.back();
@@ -373,6 +374,11 @@ class Driver {
       c.env["MEGASCALE_BACKEND"] = opt_.backend;
       h.exec.send(c);
     }
+    // Warm processes of the command wait on every host, spares too (standby.h): the next attempt's
+    // ranks start from them (an executor starts them once its ranks completed a step).
+    if (opt_.standby)
+      for (Host& h : hosts_)
+        if (h.exec.alive() && !policy_->excluded(h.spec.index)) h.exec.send(StandbyCommand{opt_.command, opt_.nproc_per_host});
     phase_ = Phase::kRunning;
   }
 
@@ -493,6 +499,15 @@ class Driver {
   }
 
   bool active(const Host& h) const { return policy_->active(h.spec.index); }
+
+  // The running attempt's ranks that started from a standby process (the executors' last beats).
+  int warm_ranks() const {
+    int n = 0;
+    for (const Host& h : hosts_)
+      if (active(h) && h.last.attempt == policy_->attempt())
+        for (const RankBeat& r : h.last.ranks) n += r.warm;
+    return n;
+  }
 
   // Carries out an exclusion the policy made: logged, and its executor told to exit (its ranks are
   // stopped already).

@@ -63,6 +63,10 @@ struct DriverOptions {
   std::string run_dir;                   // parent of the job's temporary folders (empty: the temporary folder)
   std::string log_dir;                   // events.jsonl and summary.json (empty: ./megascale-launch/<job id>)
   bool quiet_others = false;
+  // Warm standby processes of `command` on every host (standby.h): restarts and spares take them
+  // instead of starting processes. Only for a command that waits for its assignment (the
+  // application knows: `megascale train` does).
+  bool standby = false;
   double heartbeat_s = 1.0;
   double heartbeat_timeout_s = 10.0;
   StallOptions stall;

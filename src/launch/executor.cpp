@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -31,6 +32,7 @@
 #include "launch/process.h"
 #include "launch/rank_output.h"
 #include "launch/signal_forwarding.h"
+#include "launch/standby.h"
 #include "obs/record_reader.h"   // RecordTail
 
 namespace ms::launch {
@@ -48,12 +50,19 @@ std::vector<std::string> default_warning_patterns() { return {R"(\bwarn(ing)?\b)
 namespace {
 
 struct LocalRank {
-  int rank = -1, local = 0;
+  int rank = -1, local = 0;  // rank -1: a standby not handed a rank yet
   pid_t pid = -1;
   bool running = false;
+  bool forward_out = true;   // its stdout lines go to the driver
   int status = 0;
   RankStream out, err;
   RankBeat beat;
+};
+
+// A warm process waiting for its rank (standby.h): stdin_w is the write end of its stdin.
+struct Standby {
+  std::unique_ptr<LocalRank> proc;
+  int stdin_w = -1;
 };
 
 struct Attempt {
@@ -138,14 +147,17 @@ class Executor {
       pfds.clear(), owners.clear(), owner_rank.clear();
       pfds.push_back({0, POLLIN, 0});
       pfds.push_back({signals_.fd(), POLLIN, 0});
+      auto watch = [&](LocalRank& r) {
+        for (RankStream* s : {&r.out, &r.err})
+          if (s->fd >= 0) {
+            pfds.push_back({s->fd, POLLIN, 0});
+            owners.push_back(s);
+            owner_rank.push_back(r.rank);
+          }
+      };
       if (attempt_)
-        for (auto& r : attempt_->ranks)
-          for (RankStream* s : {&r->out, &r->err})
-            if (s->fd >= 0) {
-              pfds.push_back({s->fd, POLLIN, 0});
-              owners.push_back(s);
-              owner_rank.push_back(r->rank);
-            }
+        for (auto& r : attempt_->ranks) watch(*r);
+      for (Standby& w : standby_) watch(*w.proc);
       auto wake = next_beat_;
       if (attempt_ && attempt_->stopping && !attempt_->killed) wake = std::min(wake, attempt_->kill_at);
       if (check_) wake = std::min(wake, check_->deadline);
@@ -169,6 +181,8 @@ class Executor {
         for (size_t i = 2; i < pfds.size(); i++)
           if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i - 2], owner_rank[i - 2]);
       const bool ended = reap();
+      reap_standbys();
+      replenish_standbys();
       if (attempt_ && attempt_->stopping && !attempt_->killed && attempt_->running() > 0 && Clock::now() >= attempt_->kill_at) {
         signal_attempt(SIGKILL);
         attempt_->killed = true;
@@ -193,6 +207,7 @@ class Executor {
       const json j = parse_message(line, "the driver");
       const std::string cmd = j.value("cmd", "");
       if (cmd == "run") start(j.get<RunCommand>());
+      else if (cmd == "standby") set_standby(j.get<StandbyCommand>());
       else if (cmd == "stop") {
         const std::string s = j.value("signal", "USR1");
         stop(s == "TERM" ? SIGTERM : s == "KILL" ? SIGKILL : SIGUSR1, std::chrono::milliseconds(j.value("grace_ms", 3000)));
@@ -216,42 +231,37 @@ class Executor {
     attempt_->cmd = cmd;
     const fs::path launch_dir = dir_ / fmt::format("attempt-{}", cmd.attempt);
     fs::create_directories(launch_dir);
-    std::vector<std::string> env = current_environment();
-    for (const auto& [k, v] : cmd.env) set_env(env, k, v);
+    // What every rank's environment adds to this executor's (a standby gets it as its assignment).
+    std::map<std::string, std::string> add = cmd.env;
     const int n = (int)cmd.ranks.size();
-    set_env(env, "WORLD_SIZE", std::to_string(cmd.world));
-    set_env(env, "LOCAL_WORLD_SIZE", std::to_string(n));
-    set_env(env, "MEGASCALE_HOST", opt_.address);
-    set_env(env, "MEGASCALE_HOST_INDEX", std::to_string(opt_.host));
-    set_env(env, "MEGASCALE_RESTART_COUNT", std::to_string(cmd.attempt));
-    set_env(env, "MEGASCALE_LAUNCH_DIR", launch_dir.string());
-    set_env(env, "MEGASCALE_MEM_DIR", mem_dir_.string());
+    add["WORLD_SIZE"] = std::to_string(cmd.world);
+    add["LOCAL_WORLD_SIZE"] = std::to_string(n);
+    add["MEGASCALE_HOST"] = opt_.address;
+    add["MEGASCALE_HOST_INDEX"] = std::to_string(opt_.host);
+    add["MEGASCALE_RESTART_COUNT"] = std::to_string(cmd.attempt);
+    add["MEGASCALE_LAUNCH_DIR"] = launch_dir.string();
+    add["MEGASCALE_MEM_DIR"] = mem_dir_.string();
     if (std::getenv("OMP_NUM_THREADS") == nullptr && cmd.env.count("OMP_NUM_THREADS") == 0)
-      set_env(env, "OMP_NUM_THREADS", std::to_string(omp_threads_per_rank(n)));
+      add["OMP_NUM_THREADS"] = std::to_string(omp_threads_per_rank(n));
+    const std::vector<std::string> base = current_environment();
     for (int i = 0; i < n; i++) {
-      auto r = std::make_unique<LocalRank>();
+      std::map<std::string, std::string> renv = add;
+      renv["RANK"] = std::to_string(cmd.ranks[(size_t)i]);
+      renv["LOCAL_RANK"] = std::to_string(i);
+      std::unique_ptr<LocalRank> r = take_standby(cmd.argv, renv);
+      if (!r) {
+        r = std::make_unique<LocalRank>();
+        init_streams(*r);
+        std::vector<std::string> env = base;
+        for (const auto& [k, v] : renv) set_env(env, k, v);
+        // stdin /dev/null, a process group of its own, dies with the executor
+        r->pid = spawn_with_streams(cmd.argv, env, SpawnOptions{devnull_, -1, -1, true, true}, r->out, r->err);
+        janitor_.watch_group(r->pid);
+      }
       r->rank = cmd.ranks[(size_t)i];
       r->local = i;
+      r->forward_out = !cmd.quiet || r->rank == 0;
       r->beat.rank = r->rank;
-      r->out.keep = false;  // stdout goes to the driver as messages
-      r->err.out_fd = 2;
-      LocalRank* raw = r.get();
-      const bool forward_out = !cmd.quiet || r->rank == 0;
-      r->out.on_line = [this, raw, forward_out](std::string_view l) {
-        match(raw->rank, l);
-        if (forward_out) chan_->push_line(encode_message({{"type", "line"}, {"rank", raw->rank}, {"text", l}}));
-      };
-      r->err.keep = false;  // stderr lines go through err_ (dropped when the driver does not read)
-      r->err.on_line = [this, raw](std::string_view l) {
-        match(raw->rank, l);
-        err_->push_line(fmt::format("[rank {}] {}", raw->rank, l));
-      };
-      std::vector<std::string> renv = env;
-      set_env(renv, "RANK", std::to_string(r->rank));
-      set_env(renv, "LOCAL_RANK", std::to_string(i));
-      // stdin /dev/null, a process group of its own, dies with the executor
-      r->pid = spawn_with_streams(cmd.argv, renv, SpawnOptions{devnull_, -1, -1, true, true}, r->out, r->err);
-      janitor_.watch_group(r->pid);
       r->running = true;
       r->beat.pid = r->pid;
       r->beat.state = "running";
@@ -260,6 +270,116 @@ class Executor {
     beat_.attempt = cmd.attempt;
     beat_.state = "running";
     next_beat_ = Clock::now();
+  }
+
+  // A rank's output: stdout lines to the driver as messages, stderr lines through err_ (both
+  // dropped when the driver does not read), every line matched against the patterns.
+  void init_streams(LocalRank& r) {
+    LocalRank* raw = &r;
+    r.out.keep = false;
+    r.out.on_line = [this, raw](std::string_view l) {
+      match(raw->rank, l);
+      if (raw->forward_out) chan_->push_line(encode_message({{"type", "line"}, {"rank", raw->rank}, {"text", l}}));
+    };
+    r.err.keep = false;
+    r.err.out_fd = 2;
+    r.err.on_line = [this, raw](std::string_view l) {
+      match(raw->rank, l);
+      err_->push_line(raw->rank >= 0 ? fmt::format("[rank {}] {}", raw->rank, l) : fmt::format("[standby] {}", l));
+    };
+  }
+
+  // ---- standbys (standby.h) ------------------------------------------------------------------
+
+  void set_standby(const StandbyCommand& cmd) {
+    if (cmd.argv != standby_cmd_.argv) discard_standbys(0);
+    standby_cmd_ = cmd;
+    discard_standbys((size_t)std::max(0, cmd.count));
+  }
+
+  // Keeps at most `keep` standbys: the rest get the end of their stdin (they exit 0) and SIGKILL.
+  void discard_standbys(size_t keep) {
+    while (standby_.size() > keep) {
+      Standby& w = standby_.back();
+      if (w.stdin_w >= 0) ::close(w.stdin_w);
+      ::kill(-w.proc->pid, SIGKILL);
+      int st = 0;
+      while (::waitpid(w.proc->pid, &st, 0) < 0 && errno == EINTR) {}
+      janitor_.forget_group(w.proc->pid);
+      for (RankStream* s : {&w.proc->out, &w.proc->err})
+        if (s->fd >= 0) ::close(s->fd), s->fd = -1;
+      standby_.pop_back();
+    }
+  }
+
+  // Starts standbys up to the count, when nothing else needs the cores: no self-check running,
+  // and no attempt, or an attempt whose ranks all completed a step (so that a restart's start-up
+  // is not slowed by them). A standby that ends unasked turns them off for this executor.
+  void replenish_standbys() {
+    if (standby_cmd_.count <= 0 || standby_off_ || check_) return;
+    if (attempt_) {
+      if (attempt_->stopping || attempt_->running() < (int)attempt_->ranks.size()) return;
+      for (const auto& r : attempt_->ranks)
+        if (r->beat.step <= 0) return;
+    }
+    while ((int)standby_.size() < standby_cmd_.count) {
+      int p[2];
+      MS_SYSCHECK(::pipe2(p, O_CLOEXEC) == 0, "pipe2");
+      Standby w;
+      w.proc = std::make_unique<LocalRank>();
+      init_streams(*w.proc);
+      std::vector<std::string> env = current_environment();
+      set_env(env, kStandbyEnv, "1");
+      try {
+        w.proc->pid = spawn_with_streams(standby_cmd_.argv, env, SpawnOptions{p[0], -1, -1, true, true},
+                                         w.proc->out, w.proc->err);
+      } catch (const std::exception& e) {
+        ::close(p[0]), ::close(p[1]);
+        std::fprintf(stderr, "megascale executor %d: standbys off: %s\n", opt_.host, e.what());
+        standby_off_ = true;
+        return;
+      }
+      ::close(p[0]);
+      w.stdin_w = p[1];
+      janitor_.watch_group(w.proc->pid);
+      w.proc->running = true;
+      w.proc->beat.warm = true;
+      standby_.push_back(std::move(w));
+    }
+  }
+
+  void reap_standbys() {
+    for (size_t i = 0; i < standby_.size();) {
+      Standby& w = standby_[i];
+      int st = 0;
+      if (::waitpid(w.proc->pid, &st, WNOHANG) != w.proc->pid) {
+        i++;
+        continue;
+      }
+      for (RankStream* s : {&w.proc->out, &w.proc->err}) {
+        if (s->fd >= 0) pump(*s, -1);  // its last words (closes at the end of the pipe)
+        if (s->fd >= 0) ::close(s->fd), s->fd = -1;
+      }
+      std::fprintf(stderr, "megascale executor %d: %s before it was needed; standbys off, ranks start cold\n",
+                   opt_.host, describe_status("a standby process", st).c_str());
+      ::kill(-w.proc->pid, SIGKILL);
+      janitor_.forget_group(w.proc->pid);
+      if (w.stdin_w >= 0) ::close(w.stdin_w);
+      standby_.erase(standby_.begin() + (std::ptrdiff_t)i);
+      standby_off_ = true;
+    }
+  }
+
+  // A waiting standby of argv, handed its rank's environment; nullptr when there is none.
+  std::unique_ptr<LocalRank> take_standby(const std::vector<std::string>& argv,
+                                          const std::map<std::string, std::string>& env) {
+    if (standby_.empty() || argv != standby_cmd_.argv) return nullptr;
+    Standby w = std::move(standby_.front());
+    standby_.erase(standby_.begin());
+    const std::string line = encode_standby_assignment(env);
+    write_all(w.stdin_w, line.data(), line.size());
+    ::close(w.stdin_w);
+    return std::move(w.proc);
   }
 
   // Moves the previous attempt's files of this host's ranks out of records/ and hang/.
@@ -413,6 +533,8 @@ class Executor {
     beat_.ranks.clear();
     if (attempt_)
       for (auto& r : attempt_->ranks) beat_.ranks.push_back(r->beat);
+    beat_.standby.clear();
+    for (const Standby& w : standby_) beat_.standby.push_back(w.proc->pid);
     if (check_) beat_.state = "selfcheck";
     send(beat_);
     beat_.steps.clear();
@@ -511,6 +633,7 @@ class Executor {
     try {
       kill_checks();
       check_.reset();
+      discard_standbys(0);
       if (attempt_) {
         signal_attempt(SIGKILL);
         for (auto& r : attempt_->ranks)
@@ -537,6 +660,9 @@ class Executor {
   Clock::time_point next_beat_{};
   std::unique_ptr<Attempt> attempt_;
   std::unique_ptr<SelfCheckRun> check_;
+  std::vector<Standby> standby_;  // warm processes waiting for a rank (standby.h)
+  StandbyCommand standby_cmd_;
+  bool standby_off_ = false;      // one ended unasked: ranks start cold from then on
   std::string out_dir_;
   std::vector<int> prev_ranks_;
 };

@@ -32,7 +32,7 @@ JsonFields fields(const json& j, const char* type) {
 void to_json(json& j, const RankBeat& b) {
   j = {{"rank", b.rank}, {"pid", b.pid}, {"state", b.state}, {"exit_code", b.exit_code}, {"signal", b.signal},
        {"step", b.step}, {"loss", num(b.loss)}, {"tokens_per_s", num(b.tokens_per_s)},
-       {"step_ms", num(b.step_ms)}, {"ms", b.ms}};
+       {"step_ms", num(b.step_ms)}, {"ms", b.ms}, {"warm", b.warm}};
 }
 void from_json(const json& j, RankBeat& b) {
   const JsonFields f = fields(j, "RankBeat");
@@ -43,6 +43,7 @@ void from_json(const json& j, RankBeat& b) {
   f.read_or_keep("signal", b.signal);
   f.read_or_keep("step", b.step);
   f.read_or_keep("ms", b.ms);
+  f.read_or_keep("warm", b.warm);
   b.loss = f.number_or("loss", NAN), b.tokens_per_s = f.number_or("tokens_per_s", NAN);
   b.step_ms = f.number_or("step_ms", NAN);
 }
@@ -69,7 +70,7 @@ void to_json(json& j, const HostBeat& b) {
        {"attempt", b.attempt}, {"state", b.state},       {"hostname", b.hostname},
        {"pid", b.pid},         {"ranks", b.ranks},       {"steps", b.steps},
        {"bytes_sent", b.bytes_sent}, {"bytes_recv", b.bytes_recv}, {"lines", b.lines},
-       {"out_dir", b.out_dir}, {"error", b.error}};
+       {"out_dir", b.out_dir}, {"error", b.error}, {"standby", b.standby}};
 }
 void from_json(const json& j, HostBeat& b) {
   const JsonFields f = fields(j, "HostBeat");
@@ -86,6 +87,7 @@ void from_json(const json& j, HostBeat& b) {
   f.read_or_keep("lines", b.lines);
   f.read_or_keep("out_dir", b.out_dir);
   f.read_or_keep("error", b.error);
+  f.read_or_keep("standby", b.standby);
 }
 
 void to_json(json& j, const RunCommand& c) {
@@ -100,6 +102,12 @@ void from_json(const json& j, RunCommand& c) {
   f.read_or_keep("argv", c.argv);
   f.read_or_keep("env", c.env);
   f.read_or_keep("quiet", c.quiet);
+}
+void to_json(json& j, const StandbyCommand& c) { j = {{"cmd", "standby"}, {"argv", c.argv}, {"count", c.count}}; }
+void from_json(const json& j, StandbyCommand& c) {
+  const JsonFields f = fields(j, "StandbyCommand");
+  f.read_or_keep("argv", c.argv);
+  f.read_or_keep("count", c.count);
 }
 void to_json(json& j, const SelfCheckProc& c) { j = {{"argv", c.argv}, {"env", c.env}}; }
 void from_json(const json& j, SelfCheckProc& c) {

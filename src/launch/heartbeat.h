@@ -11,6 +11,7 @@
 //   selfcheck the results of one self-check round: SelfCheckReport below
 // Driver -> executor (`cmd`):
 //   run       start the local ranks of one attempt: RunCommand below
+//   standby   keep warm rank processes of this command waiting (standby.h): StandbyCommand below
 //   selfcheck start self-check processes: SelfCheckCommand below
 //   stop      end the local ranks: `signal` ("USR1": dump where you are and exit, no save; "TERM":
 //             save at the next step boundary and exit), then SIGKILL after `grace_ms`
@@ -41,6 +42,7 @@ struct RankBeat {
   double tokens_per_s = NAN;
   double step_ms = NAN;          // wall time of its last step
   std::map<std::string, double> ms;  // the last step's segment times (wall ms)
+  bool warm = false;             // started from a standby process (standby.h), not a fresh process
 };
 
 // A step the executor saw complete on one of its ranks that knows the loss (the driver's curves,
@@ -71,6 +73,7 @@ struct HostBeat {
   std::vector<LogLineBeat> lines;          // new since the last beat
   std::string out_dir;           // the run's folder (from the local ranks' run.json), once known
   std::string error;             // the executor's own trouble (a record file it cannot read, ...)
+  std::vector<int64_t> standby;  // pids of the warm standby processes waiting for a rank (standby.h)
 };
 
 struct RunCommand {
@@ -80,6 +83,14 @@ struct RunCommand {
   std::vector<std::string> argv; // the rank command
   std::map<std::string, std::string> env;  // added to every rank's environment (store, run id, password, ...)
   bool quiet = false;            // forward only rank 0's stdout
+};
+
+// Keep `count` warm processes of `argv` waiting (standby.h): the next `run` of the same argv hands
+// them its ranks' environment instead of starting processes. Sent to every executor, spares too;
+// count 0 ends the standbys.
+struct StandbyCommand {
+  std::vector<std::string> argv;
+  int count = 0;
 };
 
 // One self-check process: its argv and extra environment; its result file is passed as --out.
@@ -114,6 +125,8 @@ void to_json(nlohmann::json& j, const HostBeat& b);
 void from_json(const nlohmann::json& j, HostBeat& b);
 void to_json(nlohmann::json& j, const RunCommand& c);
 void from_json(const nlohmann::json& j, RunCommand& c);
+void to_json(nlohmann::json& j, const StandbyCommand& c);
+void from_json(const nlohmann::json& j, StandbyCommand& c);
 void to_json(nlohmann::json& j, const SelfCheckProc& c);
 void from_json(const nlohmann::json& j, SelfCheckProc& c);
 void to_json(nlohmann::json& j, const SelfCheckCommand& c);

@@ -159,6 +159,10 @@ TEST(DriverFaults, StoppedRankIsLocalizedAndItsHostReplacedBySpare) {
   const auto attempts = r.of("attempt_start");
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_EQ(attempts[1]["hosts"], json::array({1, 2}));
+  // Warm standbys (launch/standby.h): the spare's executor started its ranks' processes at the
+  // job's start, host 1's once its ranks had done a step; the restart took them, no process start.
+  ASSERT_EQ(r.of("resumed").size(), 1u) << r.output;
+  EXPECT_EQ(r.of("resumed")[0].value("warm_ranks", -1), 4) << r.of("resumed")[0].dump();
   // Stall limit 4 s (--stall-min; steps are far shorter) + the heartbeat.
   expect_recovered(job, "stop", r, 1, 4.0 + 2.0);
 }
