@@ -6,6 +6,7 @@
 #include <cstring>    // std::memcpy
 #include <filesystem>
 #include <optional>
+#include <unistd.h>   // gethostname
 #include <set>
 #include <tuple>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "ckpt/memory_choice.h"       // choose_memory_copies
 #include "ckpt/memory_snapshot.h"     // SnapshotFile, check_snapshot
 #include "comm/communicator.h"
+#include "comm/rank_grid.h"           // RankLayout: the data-parallel group
 #include "obs/run_recorder.h"         // TraceScope
 #include "parallel/parallel_model.h"
 
@@ -32,6 +34,7 @@ constexpr int kMaxCopies = 18;  // 2 own + 2 per source, up to 8 sources (checkp
 using Copy = MemoryCopy;
 struct RankInfo {
   uint64_t layout = 0;  // this rank's own layout now
+  uint64_t folder = 0;  // its memory folder (host name and path): equal values see the same files
   int32_t disk_step = -1;
   int32_t count = 0;
   Copy copies[kMaxCopies];
@@ -78,6 +81,46 @@ std::vector<std::pair<Copy, std::string>> scan(const std::string& dir, int me, u
   return out;
 }
 
+uint64_t folder_key(const std::string& dir) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::error_code ec;
+  const std::string key = std::string(host) + ":" + fs::weakly_canonical(dir, ec).string();
+  return XXH64(key.data(), key.size(), 0);
+}
+
+// The other data-parallel replicas' chosen copies, when every one of them and every rank of the
+// group sit at one memory folder (this host's): their weights are read from those files instead of
+// the all-gather. Empty when they do not, or a file cannot be opened as the agreement says.
+std::vector<std::pair<int, SnapshotFile>> replica_copies_here(const Config& cfg, CheckpointRank who,
+                                                              const std::string& dir,
+                                                              const std::vector<RankInfo>& all,
+                                                              const MemoryChoice& c) {
+  std::vector<std::pair<int, SnapshotFile>> out;
+  if (cfg.parallel.dp <= 1 || dir.empty()) return out;
+  const RankLayout layout(cfg.parallel.order, GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp}, who.world);
+  const std::vector<int> group = layout.group(ParallelDim::kDp, who.rank);
+  const uint64_t here = all[static_cast<size_t>(who.rank)].folder;
+  for (int r : group) {
+    const Copy& u = c.use[static_cast<size_t>(r)];
+    if (all[static_cast<size_t>(r)].folder != here || all[static_cast<size_t>(u.holder)].folder != here) return {};
+  }
+  for (int q = 0; q < static_cast<int>(group.size()); q++) {
+    const int p = group[static_cast<size_t>(q)];
+    if (p == who.rank) continue;
+    const Copy& u = c.use[static_cast<size_t>(p)];
+    const std::string path =
+        dir + "/" + (u.holder == p ? own_snapshot_name(p, u.slot) : replica_snapshot_name(u.holder, p, u.slot));
+    std::optional<SnapshotFile> f = SnapshotFile::open(path);
+    // Verified (XXH64) by its holder in this restore's agreement; the header must still say so.
+    if (!f || !check_snapshot(*f, u.layout, false).empty() || f->header().step != c.step ||
+        f->header().rank != p || f->header().payload_bytes % sizeof(float) != 0)
+      return {};
+    out.emplace_back(q, std::move(*f));
+  }
+  return out;
+}
+
 // choose_memory_copies over what every rank found.
 std::optional<MemoryChoice> choose(const std::vector<RankInfo>& all, const std::vector<Copy>& bad, std::string& why) {
   std::vector<Copy> copies;
@@ -114,6 +157,7 @@ MemoryRestoreResult restore_from_memory(const Config& cfg, ParallelModel& model,
   const auto found = scan(dir, who.rank, layout);
   RankInfo mine;
   mine.layout = layout, mine.disk_step = disk_step, mine.count = static_cast<int32_t>(found.size());
+  mine.folder = folder_key(dir);
   for (size_t i = 0; i < found.size(); i++) mine.copies[i] = found[i].first;
   res.scan_seconds = w.seconds();
   w.restart();
@@ -182,12 +226,26 @@ MemoryRestoreResult restore_from_memory(const Config& cfg, ParallelModel& model,
   for (CommWork& x : works) x.wait();
   res.transfer_seconds = w.seconds();
   // Load: this rank's runs straight into its shards; under ZeRO the weights complete with the
-  // all-gather that follows every update.
+  // all-gather that follows every update, or, where the whole data-parallel group restores from
+  // copies in this host's folder, from the other replicas' files (the same bits, no collective).
   w.restart();
   MS_CHECK(header->step == c->step && header->payload_bytes % sizeof(float) == 0,
            "in-memory restore: rank {}'s copy says step {}, agreed {}", who.rank, header->step, c->step);
+  std::vector<std::pair<int, SnapshotFile>> here = replica_copies_here(cfg, who, dir, all, *c);
+  // Every rank of a group must choose alike: a file one rank cannot open sends its group to the all-gather.
+  struct Flag { int32_t ok = 0; } flag{here.empty() ? 0 : 1};
+  const std::vector<Flag> flags = all_gather_raw(group, flag);
+  if (cfg.parallel.dp > 1) {
+    const RankLayout grid(cfg.parallel.order, GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp}, who.world);
+    for (int r : grid.group(ParallelDim::kDp, who.rank))
+      if (!flags[static_cast<size_t>(r)].ok) here.clear();
+  }
+  std::vector<ParallelModel::PeerRuns> peers;
+  for (const auto& [q, f] : here)
+    peers.push_back({q, reinterpret_cast<const float*>(f.payload()), f.header().payload_bytes / sizeof(float)});
+  res.weights_from_files = !peers.empty();
   const uint8_t* p = use.holder == who.rank ? own_file->payload() : received.data();
-  model.load_own_runs(reinterpret_cast<const float*>(p), header->payload_bytes / sizeof(float), c->step);
+  model.load_own_runs(reinterpret_cast<const float*>(p), header->payload_bytes / sizeof(float), c->step, peers);
   res.load_seconds = w.seconds();
   res.restored = true;
   res.step = c->step;

@@ -4,6 +4,7 @@
 #include <algorithm>  // std::copy_n
 #include <vector>
 
+#include "base/check.h"            // MS_FAIL
 #include "obs/trace_sink.h"        // TraceScope
 #include "optim/decay_policy.h"    // optimizer_tensors
 #include "optim/grad_norm.h"       // grad_sq_sum
@@ -74,7 +75,12 @@ void LocalParamState::load_state(const float* params, const float* m, const floa
   grads_zeroed_ = false;
 }
 
-size_t LocalParamState::load_own_runs(const float* packed, int steps_taken) {
+size_t LocalParamState::load_replica_weights(int replica, const float*, size_t) {
+  MS_FAIL("restore: replica {}'s weights given to a rank without data-parallel replicas", replica);
+  return 0;
+}
+
+size_t LocalParamState::load_own_runs(const float* packed, int steps_taken, bool /*gather: one replica*/) {
   const size_t n = model_.num_params();
   std::vector<float> P(n), M(n), V(n);
   size_t read = 0;

@@ -40,7 +40,8 @@ class LocalParamState final : public ParamState {
   int replicas() const override { return 1; }
   void reset_from_model() override;
   void load_state(const float* params, const float* m, const float* v, int steps_taken) override;
-  size_t load_own_runs(const float* packed, int steps_taken) override;
+  size_t load_own_runs(const float* packed, int steps_taken, bool gather) override;
+  size_t load_replica_weights(int replica, const float* packed, size_t available) override;
   void append_state_runs(int chunk, const std::vector<char>& owned, int head_copy_tensor,
                          std::vector<StateRun>& out) override;
   std::string describe() const override { return ""; }

@@ -247,7 +247,13 @@ void ParallelModel::load_chunk_state(int c, const float* params, const float* m,
   chunks_[c].state->load_state(params, m, v, steps_taken);
 }
 
-void ParallelModel::load_own_runs(const float* packed, size_t floats, int steps_taken) {
+void ParallelModel::load_own_runs(const float* packed, size_t floats, int steps_taken,
+                                  const std::vector<PeerRuns>& peers) {
+  const int dp = cfg_.parallel.dp;
+  const bool gather = peers.empty();
+  MS_CHECK(gather || (int)peers.size() == dp - 1, "restore: {} other replicas' runs given, {} exist", peers.size(),
+           dp - 1);
+  std::vector<size_t> peer_read(peers.size(), 0);
   size_t read = 0;
   for (Chunk& k : chunks_) {
     // Each chunk's runs are counted before reading so a short payload never reads past its end.
@@ -257,8 +263,14 @@ void ParallelModel::load_own_runs(const float* packed, size_t floats, int steps_
     for (const StateRun& r : runs) need += 3 * (r.hi - r.lo);
     MS_CHECK(read + need <= floats, "restore: the packed state holds {} floats, chunk needs {} more after {}", floats,
              need, read);
-    read += k.state->load_own_runs(packed + read, steps_taken);
+    read += k.state->load_own_runs(packed + read, steps_taken, gather);
+    for (size_t i = 0; i < peers.size(); i++)
+      peer_read[i] += k.state->load_replica_weights(peers[i].replica, peers[i].packed + peer_read[i],
+                                                    peers[i].floats - peer_read[i]);
   }
+  for (size_t i = 0; i < peers.size(); i++)
+    MS_CHECK(peer_read[i] == peers[i].floats, "restore: replica {}'s packed state holds {} floats, its runs {}",
+             peers[i].replica, peers[i].floats, peer_read[i]);
   MS_CHECK(read == floats, "restore: the packed state holds {} floats, this rank's runs {}", floats, read);
 }
 

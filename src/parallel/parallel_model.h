@@ -113,7 +113,15 @@ class ParallelModel {
   void load_chunk_state(int c, const float* params, const float* m, const float* v, int steps_taken);
   // Restore from own_state_runs() packed run after run (weights, moment 1, moment 2 of each);
   // `floats` is the packed length, checked. Every rank of the data-parallel group calls it at once.
-  void load_own_runs(const float* packed, size_t floats, int steps_taken);
+  // `peers`: the other data-parallel replicas' own packed runs, when this rank can read them (a copy
+  // on its host): given for every other replica, their weights are copied in and the weights'
+  // all-gather is skipped; the whole group must then give them (else none gives any).
+  struct PeerRuns {
+    int replica = 0;  // its data-parallel rank
+    const float* packed = nullptr;
+    size_t floats = 0;
+  };
+  void load_own_runs(const float* packed, size_t floats, int steps_taken, const std::vector<PeerRuns>& peers = {});
 
  private:
   struct Chunk {

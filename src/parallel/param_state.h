@@ -87,8 +87,15 @@ class ParamState {
   virtual void load_state(const float* params, const float* m, const float* v, int steps_taken) = 0;
   // Restore from this rank's own runs (append_state_runs with every tensor flagged, no head copy),
   // packed run after run as hi - lo weights, then moment 1, then moment 2 (host memory); returns the
-  // floats read. Under ZeRO the weights then complete over data parallelism (a collective).
-  virtual size_t load_own_runs(const float* packed, int steps_taken) = 0;
+  // floats read. Under ZeRO the weights then complete over data parallelism (a collective), unless
+  // `gather` is false: the caller then writes every other replica's weights with
+  // load_replica_weights before the next step (no collective; every replica of the group must make
+  // the same choice).
+  virtual size_t load_own_runs(const float* packed, int steps_taken, bool gather) = 0;
+  // Data-parallel replica `replica`'s weights from its own packed runs (its load_own_runs layout,
+  // `available` floats at packed): into the model's weights, where the all-gather would have put
+  // them. Returns the floats its runs take. Only under ZeRO.
+  virtual size_t load_replica_weights(int replica, const float* packed, size_t available) = 0;
   // Checkpoints: this rank's runs of the tensors flagged in `owned` (one flag per chunk tensor);
   // `head_copy_tensor`: index of the tensor that is the head's copy of the tied embedding (-1: none).
   // Valid at a step boundary, until the next update.

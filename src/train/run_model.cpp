@@ -46,6 +46,7 @@ bool restore_memory(TrainingRun& run, int disk_step) {
                                 {"scan_seconds", r.scan_seconds}, {"agree_seconds", r.agree_seconds},
                                 {"verify_seconds", r.verify_seconds}, {"transfer_seconds", r.transfer_seconds},
                                 {"load_seconds", r.load_seconds}, {"bytes_received", r.bytes_received},
+                                {"weights_from_files", r.weights_from_files},
                                 {"rounds", r.rounds}, {"files_read", 0}, {"bytes_read", 0},
                                 {"dp", run.dp_rank}, {"tp", run.who.tp}, {"pp", run.stage}};
   run.restore_record = reads;

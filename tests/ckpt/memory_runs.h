@@ -78,9 +78,11 @@ inline void kill_host(DriverJob& job, const std::string& name, int host) {
 // The job finished, every execution of every step has the uninterrupted run's loss (bit for bit), each
 // recovery restored from `paths[i]` ("memory" / "storage") with at most `max_repeated` steps run
 // again, and nothing of the job is left (processes, run folders, memory folders under /dev/shm).
+// `baseline`: the uninterrupted run of the same layout (memory_baseline() when not given).
 inline void expect_memory_recovered(DriverJob& job, const std::string& name, const DriverRun& r,
-                                    const std::vector<std::string>& paths, int max_repeated) {
-  const DriverRun& base = memory_baseline();
+                                    const std::vector<std::string>& paths, int max_repeated,
+                                    const DriverRun* baseline = nullptr) {
+  const DriverRun& base = baseline ? *baseline : memory_baseline();
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_EQ(r.losses.size(), base.losses.size()) << r.output;
   for (const auto& [step, loss] : base.losses)

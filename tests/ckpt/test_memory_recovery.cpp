@@ -34,6 +34,32 @@ TEST(MemoryRecovery, KilledRankResumesFromItsHostsMemory) {
   EXPECT_GE(rec[0].value("step", 0), 5) << "step 6 or, its copy still running at the kill, step 5";
 }
 
+// dp 2 x pp 2 (tp-dp-pp: each host holds one stage's data-parallel group): every rank of a group and
+// every copy it uses sit in one host's folder, so each rank reads its replica peer's weights from
+// that file instead of the weights' all-gather; the losses stay the uninterrupted run's, bit for bit.
+TEST(MemoryRecovery, AGroupOnOneHostReadsItsPeersWeightsFromTheFolder) {
+  DriverJob& job = memory_job();
+  const std::vector<std::string> layout = {"--parallel.dp=2", "--parallel.pp=2"};
+  std::vector<std::string> memory = layout;
+  memory.insert(memory.end(), kMemoryEveryStep.begin(), kMemoryEveryStep.end());
+  const DriverRun base = job.run("dppp-base", "localhost*2", 2, {}, {}, layout);
+  ASSERT_EQ(base.code, 0) << base.output;
+  const DriverRun r = job.run("dppp", "localhost*2", 2,
+                              {{"MEGASCALE_FAULT", "sleep:rank=0:step=5:seconds=1;sleep:rank=0:step=6:seconds=1;"
+                                                   "crash:rank=3:step=7:seg=forward"}},
+                              {}, memory);
+  expect_memory_recovered(job, "dppp", r, {"memory"}, 1, &base);
+  const auto rec = r.of("recovery");
+  ASSERT_EQ(rec.size(), 1u);
+  EXPECT_EQ(rec[0].value("memory_local", 0), 4) << rec[0].dump();
+  for (int rank = 0; rank < 4; rank++) {
+    const std::string f = job.dir() + "/dppp/restore_rank" + std::to_string(rank) + ".json";
+    const nlohmann::json j = nlohmann::json::parse(slurp(f), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << f;
+    EXPECT_TRUE(j.value("weights_from_files", false)) << "rank " << rank << ": " << j.dump();
+  }
+}
+
 TEST(MemoryRecovery, LostHostResumesFromItsPeersReplicas) {
   DriverJob& job = memory_job();
   memory_baseline();

@@ -34,6 +34,8 @@ ZeroDataParallel::ZeroDataParallel(GPT& model, Communicator& dp, const ParallelC
     : model_(model), comm_(dp), overlap_(parallel.overlap), bucket_mb_(parallel.bucket_mb),
       layout_(model.num_params(), dp.size(), dp.rank(), bucket_elems(parallel),
               optimizer_tensors(model.param_specs(), optim)),
+      optim_tensors_(optimizer_tensors(model.param_specs(), optim)),
+      bucket_elems_(bucket_elems(parallel)),
       optimizer_(optim, piece_views(layout_), layout_.local_size(), model.device()),
       rank_sum_(dp, 2 * std::max<size_t>(layout_.num_tensors(), 1)) {
   const size_t local = layout_.local_size(), nb = layout_.buckets().size();
@@ -334,7 +336,26 @@ void ZeroDataParallel::load_state(const float* params, const float* m, const flo
   }
 }
 
-size_t ZeroDataParallel::load_own_runs(const float* packed, int steps_taken) {
+size_t ZeroDataParallel::load_replica_weights(int replica, const float* packed, size_t available) {
+  MS_CHECK(replica >= 0 && replica < comm_.size() && replica != comm_.rank(),
+           "restore: replica {} is not another rank of this data-parallel group of {}", replica, comm_.size());
+  const DpBucketLayout peer(model_.num_params(), comm_.size(), replica, bucket_elems_, optim_tensors_);
+  size_t need = 0;
+  for (const DpPiece& p : peer.pieces()) need += 3 * p.view.numel;
+  MS_CHECK(need <= available, "restore: replica {}'s packed state holds {} floats, its runs {}", replica, available,
+           need);
+  float* P = model_.params();  // non-const: the bf16 copy goes stale
+  const Device dev = on_.device;
+  size_t read = 0;
+  for (const DpPiece& p : peer.pieces()) {  // its append_state_runs' order: weights, m, v per piece
+    copy_bytes(P + p.global, dev, packed + read, Device::kCpu, p.view.numel * sizeof(float));
+    read += 3 * p.view.numel;
+  }
+  if (dev == Device::kCuda) stream_sync({});
+  return read;
+}
+
+size_t ZeroDataParallel::load_own_runs(const float* packed, int steps_taken, bool gather) {
   finish_param_all_gather();
   float* M = optimizer_.moment1();
   float* V = optimizer_.moment2();
@@ -349,6 +370,13 @@ size_t ZeroDataParallel::load_own_runs(const float* packed, int steps_taken) {
   }
   if (dev == Device::kCuda) stream_sync({});
   optimizer_.set_steps_taken(steps_taken);
+  if (!gather) {  // the caller loads the other replicas' weights (load_replica_weights); this one's here
+    float* P = model_.params();
+    for (const DpPiece& p : layout_.pieces())
+      copy_bytes(P + p.global, dev, shard_params_.data() + p.view.offset, dev, p.view.numel * sizeof(float));
+    if (dev == Device::kCuda) stream_sync({});
+    return read;
+  }
   // The model's weights from every replica's shard: the all-gather that follows each update,
   // finished here (measured: overlapping it with the first step's forward made that step longer by
   // more than the restore saved, on shared cores).

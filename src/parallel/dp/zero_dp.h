@@ -91,7 +91,8 @@ class ZeroDataParallel final : public ParamState {
   // Restore: takes this rank's pieces of whole-buffer params / moments (the model's layout) and the
   // step counter, and writes the model's whole parameters (`params` may be the model's own).
   void load_state(const float* params, const float* m, const float* v, int steps_taken) override;
-  size_t load_own_runs(const float* packed, int steps_taken) override;
+  size_t load_own_runs(const float* packed, int steps_taken, bool gather) override;
+  size_t load_replica_weights(int replica, const float* packed, size_t available) override;
   // The flat-buffer ranges [lo, hi) DP rank `rank` of `dp` owns (its optimizer state), for a model
   // built like `model` (a restore's reader sends each rank only its ranges).
   static std::vector<std::pair<size_t, size_t>> owned_ranges(const GPT& model, const ParallelConfig& parallel,
@@ -136,6 +137,8 @@ class ZeroDataParallel final : public ParamState {
   bool overlap_;
   float bucket_mb_;
   DpBucketLayout layout_;
+  std::vector<ParamTensor> optim_tensors_;  // the layout's tensors (another replica's layout: the same)
+  size_t bucket_elems_;                     // the layout's bucket size
   Optimizer optimizer_;  // over this rank's pieces (local offsets), optimizer state for the shard only
   StreamOrder on_;  // the model's device and compute stream (timed_wait.h)
   DeviceArray<float> shard_params_, shard_grads_;  // on the model's device
