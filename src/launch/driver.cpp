@@ -425,7 +425,8 @@ class Driver {
       end_executor(hosts_[(size_t)e.host], true);
       announce_exclusion(hosts_[(size_t)e.host], e.reason);
     }
-    stop_ranks("USR1", opt_.stop_grace);
+    if (policy_->wants_hang_dumps()) stop_ranks("USR1", opt_.stop_grace);
+    else stop_ranks("KILL", std::chrono::milliseconds(0));
     stop_started_ = now_;
     phase_ = Phase::kStopping;
   }

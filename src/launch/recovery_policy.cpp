@@ -245,11 +245,16 @@ std::vector<Exclusion> RecoveryPolicy::silent_while_stopping(const std::vector<s
   return out;
 }
 
+bool RecoveryPolicy::wants_hang_dumps() const {
+  return !faults_.empty() && (faults_.back().kind == "hang" || faults_.back().kind == "traffic");
+}
+
 bool RecoveryPolicy::ranks_stopped(int job_step) {
   if (faults_.empty()) return false;
-  // The ranks' last records are in now (the survivors flush theirs on the way out).
+  // The ranks' last records are in now (after a hang the survivors flush theirs on the way out;
+  // SIGKILLed ranks' records are those flushed before the fault, obs.flush_ms).
   faults_.back().step = std::max(faults_.back().step, job_step);
-  return faults_.back().kind == "hang" || faults_.back().kind == "traffic";
+  return wants_hang_dumps();
 }
 
 Blame RecoveryPolicy::hang_diagnosed(const std::vector<HangCulprit>& culprits) {

@@ -168,6 +168,11 @@ class RecoveryPolicy {
   std::optional<FaultRecord> loss_spike(const std::string& why, int rank, int host) const;
   // A fault detected at `job_step`: recorded; the host of a silent or ended executor is excluded.
   std::vector<Exclusion> on_fault(FaultRecord f, int job_step);
+  // How the ranks of the faulted attempt are stopped: a hang or traffic fault needs their hang dumps
+  // (SIGUSR1: where each waits, for the diagnosis); any other fault (a rank that died, a lost host,
+  // a non-finite loss, a spike) names its culprit already, and the ranks are SIGKILLed at once (a
+  // recovery never saves; ~0.3-0.6 s of dumps and exits saved).
+  bool wants_hang_dumps() const;
   // While the ranks stop: active hosts silent for the timeout are excluded.
   std::vector<Exclusion> silent_while_stopping(const std::vector<std::pair<int, double>>& ages, double timeout_s);
   // The ranks stopped; the job had reached `job_step`. True: a hang or traffic fault, whose culprits

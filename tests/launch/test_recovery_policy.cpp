@@ -56,6 +56,7 @@ StopDecision crash_and_stop(RecoveryPolicy& p, int host, int rank, int step, int
   const RunningVerdict r = p.judge_running(running(100.6, world, step, {{host, exited(rank, 1)}}), 10);
   EXPECT_EQ(r.next, RunningVerdict::Next::kFault);
   EXPECT_TRUE(p.on_fault(r.fault, step).empty());  // a crash excludes nobody by itself
+  EXPECT_FALSE(p.wants_hang_dumps()) << "a rank that died names its culprit: SIGKILL, no dumps";
   EXPECT_FALSE(p.ranks_stopped(step));
   return p.after_stop();
 }
@@ -216,6 +217,7 @@ TEST(RecoveryPolicy, AHangStuckInACheckpointSegmentExcludesNobody) {
   ASSERT_EQ(r.next, RunningVerdict::Next::kFault);
   EXPECT_EQ(r.fault.kind, "hang");
   EXPECT_TRUE(p.on_fault(r.fault, 12).empty());
+  EXPECT_TRUE(p.wants_hang_dumps());  // SIGUSR1: where each rank waits
   EXPECT_TRUE(p.ranks_stopped(12));  // a hang: the diagnosis is wanted
   const Blame b = p.hang_diagnosed({{1, 0, "never entered all_reduce on 'dp' seq 41", "checkpoint-stage1"}});
   EXPECT_EQ(b.cause, "storage");
