@@ -39,6 +39,9 @@
 #               per data-parallel group; false: every rank reads every file it needs)
 #   --report DIR  only print the table of a kept results folder (one path's), without running
 #   --paths LIST  restore paths to run, comma-separated: memory,storage (default both)
+#   --layout L  dp4 (default: data parallelism over the 4 ranks, the job of the 19.1 s baseline) or
+#               dp2pp2 (2 data-parallel x 2 pipeline stages, issue 37's emulated-cluster layout: each
+#               executor holds one stage's data-parallel group)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,6 +55,7 @@ SEQ=128
 BROADCAST=true
 TARGET_S=5
 PATHS=memory,storage
+LAYOUT=dp4
 REPORT_ONLY=
 need() { [[ $# -ge 2 ]] || { echo "bench_recovery: $1 needs a value (see --help)" >&2; exit 1; }; }
 while [[ $# -gt 0 ]]; do
@@ -64,6 +68,7 @@ while [[ $# -gt 0 ]]; do
       shift ;;
     --report) need "$@"; REPORT_ONLY=$2; shift ;;
     --paths) need "$@"; PATHS=$2; shift ;;
+    --layout) need "$@"; LAYOUT=$2; shift ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "bench_recovery: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
@@ -72,6 +77,7 @@ done
 for v in "$STEPS" "$KILL_AT" "$EVERY" "$SEQ"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench_recovery: --steps/--kill-at/--every/--seq take positive integers, got '$v'" >&2; exit 1; }
 done
+[[ $LAYOUT == dp4 || $LAYOUT == dp2pp2 ]] || { echo "bench_recovery: --layout is dp4 or dp2pp2, got '$LAYOUT'" >&2; exit 1; }
 (( KILL_AT >= EVERY )) || { echo "bench_recovery: --kill-at must be >= --every (a checkpoint must exist before the kill)" >&2; exit 1; }
 (( STEPS > KILL_AT + 1 )) || { echo "bench_recovery: --steps must exceed --kill-at + 1 (the run must go on after the kill)" >&2; exit 1; }
 
@@ -84,8 +90,11 @@ report() {  # RESULTS PATH
 "$PY" - "$1" "$TARGET_S" "$2" "$ROOT" <<'PY'
 import glob, json, os, re, statistics, sys, time
 res, target, path, root = sys.argv[1:5]
-cpu, cores, t_kill, kill_step, kill_ckpt, rc, load0, load1, steps, every, seq = \
-    open(os.path.join(res, "run_info.txt")).read().split("\n")[:11]
+info = open(os.path.join(res, "run_info.txt")).read().split("\n")
+cpu, cores, t_kill, kill_step, kill_ckpt, rc, load0, load1, steps, every, seq = info[:11]
+layout = info[11] if len(info) > 11 and info[11] else "dp4"
+layout_words = ("dp 2 x pp 2 (each executor holds one stage's data-parallel group)" if layout == "dp2pp2"
+                else "dp 4")
 t_kill, target, rc = float(t_kill), float(target), int(rc)
 events = [json.loads(l) for l in open(os.path.join(res, "events.jsonl")) if l.strip()]
 def first(name, after=None):
@@ -137,7 +146,8 @@ rows = [
     ("kill -9 of rank 2 → fault_detected (detection)", f(detect),
      (fault or {}).get("reason", "no fault_detected event")),
     ("fault_detected → ranks_stopped (stop the other ranks)", f(stop_s),
-     "SIGUSR1 to every rank still running (hang dump, exit), SIGKILL after the stop grace"),
+     "SIGKILL to every rank still running (a rank that died names its culprit: no hang dumps), the "
+     "executors' reports of their ends"),
     ("ranks_stopped → selfcheck_done (self-checks)", f(check_s),
      "GEMM + all-reduce per host, then the neighbour pair" if check else "self-checks off"),
     ("restart → resumed (first step done after the restart)", f(restart_to_step),
@@ -148,6 +158,9 @@ rows = [
       f"{max(r.get('scan_seconds', 0) for r in restores):.3f} s, agree {max(r.get('agree_seconds', 0) for r in restores):.3f} s, "
       f"verify {max(r.get('verify_seconds', 0) for r in restores):.3f} s, transfer "
       f"{max(r.get('transfer_seconds', 0) for r in restores):.3f} s, load {max(r.get('load_seconds', 0) for r in restores):.3f} s"
+      + (f" (the other replicas' weights read from the host's copies by {sum(bool(r.get('weights_from_files')) for r in restores)} "
+         "rank(s), no all-gather)" if any(r.get('weights_from_files') for r in restores) else
+         " (most of it the weights' all-gather over loopback)")
       if restores and all(r.get("path") == "memory" for r in restores) else
       f"from storage, restore_rank<R>.json of {len(restores)} rank(s); the reader (dp 0) read + verified "
       f"{r0.get('bytes_read', 0) / 2**20:.0f} MiB in {r0.get('read_seconds', 0):.2f} s and sent the others their parts "
@@ -157,7 +170,9 @@ rows = [
     ("  of which: the rest of start-up (slowest rank, its phases)", f(startup_s),
      ", ".join(f"{k} {v:.2f} s" for k, v in startup_phases) if startup_phases else "no startup phases recorded"),
     ("  of which: the rest (process start, rendezvous wait, report lag)",
-     f(other - startup_s if other is not None and startup_s is not None else other), "by difference"),
+     f(other - startup_s if other is not None and startup_s is not None else other),
+     "by difference; " + (f"{resumed.get('warm_ranks')} of 4 ranks started from warm standby processes (no process start)"
+                          if resumed and "warm_ranks" in resumed else "standby not reported")),
     ("**kill → resumed (total)**", f"**{f(total)}**",
      f"target ≤ {target:g} s: " + ("met" if met else ("NOT met" + (f", {total - target:.1f} s over ({total / target:.1f}x)" if total is not None else "")))),
     ("kill → state restored, training again (the first step started)",
@@ -215,6 +230,7 @@ body = (
     f"- CPU: {cpu}, {cores} cores. Load average (1/5/15 min) at start {load0}, at end {load1}.\n"
     f"- GPT-2 small (12 layers, C=768, 12 heads, vocab 50257 → 50304), fp32, AdamW; Brown corpus; 4 ranks x 1 thread "
     f"(`megascale launch --hosts localhost*2 --nproc-per-host 2`: 2 executors, 2 ranks each, on the same 2 cores), "
+    f"layout {layout_words}, "
     f"1 sequence of T={seq} per rank, {steps} steps, checkpoint every {every} (async); restore path: {path} "
     + ("(in-memory checkpoints every step)" if path == "memory" else "(checkpoint.memory_every=0)") + ".\n"
     f"- rank 2 got SIGKILL after rank 0 logged step {kill_step} (latest checkpoint: {kill_ckpt}); "
@@ -295,6 +311,7 @@ broadcast_restore = $BROADCAST
 [obs]
 flush_ms = 200
 CONFIG
+if [[ $LAYOUT == dp2pp2 ]]; then printf '\n[parallel]\ndp = 2\npp = 2\n' >>"$CFG"; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 fail() {
@@ -360,7 +377,7 @@ run_one() {
     cp "$RUN"/records/rank-00000.jsonl "$RESULTS/records/" 2>/dev/null || true
   cp "$CFG" "$RESULTS/"
   [[ -f $RESULTS/events.jsonl ]] || fail "no events.jsonl in $LOGS (launch exit code $RC)"
-  printf '%s\n' "$CPU" "$CORES" "$T_KILL" "$KILL_STEP" "$KILL_CKPT" "$RC" "$LOAD0" "$LOAD1" "$STEPS" "$EVERY" "$SEQ" \
+  printf '%s\n' "$CPU" "$CORES" "$T_KILL" "$KILL_STEP" "$KILL_CKPT" "$RC" "$LOAD0" "$LOAD1" "$STEPS" "$EVERY" "$SEQ" "$LAYOUT" \
     >"$RESULTS/run_info.txt"  # what report() reads besides the logs (--report DIR re-reads a kept folder)
   report "$RESULTS" "$path"
   (( KEEP )) || rm -rf "$RUN"  # ~1.4 GiB of checkpoints per run
