@@ -76,6 +76,7 @@ plan::PlanLayout layout_of(const PlanArgs& a, const Config& cfg) {
   l.attention = choice(a.kernels, "--kernels", {"megatron", "megascale"}) == 0 ? plan::AttentionImpl::kUnfused
                                                                                : plan::AttentionImpl::kFlash;
   l.data_async = choice(a.data_pipeline, "--data-pipeline", {"sync", "async"}) == 1;
+  l.grad_reduce_fp32 = choice(a.grad_reduce, "--grad-reduce", {"fp32", "weights"}) == 0;
   l.lamb = choice(a.optimizer, "--optimizer", {"adam", "lamb"}) == 1;
   l.threads = cfg.train.threads, l.bucket_mb = cfg.parallel.bucket_mb;
   l.comm_backend = cfg.parallel.backend == BackendChoice::kMpi ? "mpi" : "gloo";
@@ -217,6 +218,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--kernels", a.kernels, "megatron (unfused attention) or megascale (FlashAttention)")
       ->capture_default_str();
   cmd->add_option("--data-pipeline", a.data_pipeline, "sync or async")->capture_default_str();
+  cmd->add_option("--grad-reduce", a.grad_reduce,
+                  "the gradients' dtype over data parallelism: fp32 (megascale; Megatron with bf16) or weights "
+                  "(the weights' dtype: Megatron's fp16 default)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "adam or lamb")->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag("--calibrate-host", a.calibrate_host, "measure this CPU host and write its cluster file (--out)");

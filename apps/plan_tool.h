@@ -29,7 +29,8 @@ struct PlanArgs {
   std::string model, cluster = "a100-80g";
   int gpus = 0, batch = 0, seq_len = 0, tp = 0, pp = 0, virtual_stages = 0, micro_batch = 0, zero = 2, tp_chunks = 4;
   std::string schedule, dtype = "bf16", sequence_parallel = "on", pp_scatter_gather = "on", recompute = "none",
-                        overlap = "tp-bwd,pp,dp", kernels = "megascale", data_pipeline = "async", optimizer = "adam";
+                        overlap = "tp-bwd,pp,dp", kernels = "megascale", data_pipeline = "async", optimizer = "adam",
+                        grad_reduce = "fp32";
   int top = 1;
   bool json = false;
   std::string explain;           // Chrome trace of the predicted step, "" for none

@@ -191,10 +191,10 @@ void add_data_parallel(const ModelConfig& m, const PlanLayout& l, const ClusterD
   auto dp_exposed = [&](const Link& nic) {
     double rs = 0, ag = 0;
     if (l.zero >= 1) {
-      rs = v * ring_reduce_scatter_seconds(4.0 * P / v, l.dp, nic);
+      rs = v * ring_reduce_scatter_seconds(l.grad_reduce_bytes() * P / v, l.dp, nic);
       ag = v * ring_all_gather_seconds(l.element_bytes() * P / v, l.dp, nic);
     } else {
-      rs = v * all_reduce_seconds(4.0 * P / v, l.dp, nic);
+      rs = v * all_reduce_seconds(l.grad_reduce_bytes() * P / v, l.dp, nic);
     }
     const double exposed =
         l.overlap_dp ? zero2_overlap_exposed(p.timeline, l.virtual_stages, rs / v, ag / v) : rs + ag;

@@ -65,7 +65,12 @@ struct PlanLayout {
   // The run saves checkpoints (checkpoint.every or train.exit_after): the checkpointer's snapshot
   // buffer is then written, and resident; otherwise it stays an untouched mapping.
   bool saves_checkpoints = true;
+  // The gradients' dtype over data parallelism: fp32 (megascale's trainer; Megatron with bf16, or
+  // with --accumulate-allreduce-grads-in-fp32), else the weights' (Megatron's fp16 default: its
+  // DDP buffers take the parameters' dtype).
+  bool grad_reduce_fp32 = true;
   int element_bytes() const { return precision == DType::kF32 ? 4 : 2; }  // weights and activations
+  int grad_reduce_bytes() const { return grad_reduce_fp32 ? 4 : element_bytes(); }
 };
 
 struct PlanConstants {

@@ -222,3 +222,27 @@ TEST(StepModel, StragglersAndTheSpineAreTermsThatVanishWhereTheyShould) {
 }
 
 }  // namespace
+
+// The gradients' dtype over data parallelism (PlanLayout::grad_reduce_fp32): Megatron's fp16
+// default reduces fp16 gradients, half of fp32's bytes. A non-overlapped all-reduce of GiBs over
+// 32 GPUs: its bandwidth term halves, less the links' saturation (B(S) = B eta S / (S + S_half):
+// a ring step's 50 MiB instead of 100 MiB runs ~1-4% slower per byte), its latency 2 (n-1) alpha stays.
+TEST(StepModel, GradientsReducedInTheWeightsDtypeHalveTheDataParallelBandwidthTerm) {
+  const ClusterDesc a100 = builtin_cluster("a100-80g");
+  ModelConfig m = gpt175(false);
+  m.n_layer = 24, m.n_embd = 2304, m.n_head = 24, m.vocab_size = 51200;
+  PlanLayout l;
+  l.tp = 1, l.pp = 1, l.dp = 32, l.micro_batch = 1, l.global_batch = 512, l.seq = 2048;
+  l.schedule = PipelineScheduleKind::k1F1B, l.sequence_parallel = false, l.zero = 0, l.overlap_dp = false;
+  l.precision = DType::kF16, l.attention = AttentionImpl::kUnfused, l.recompute = Recompute::kFull;
+  const StepPrediction f32 = predict_step(m, l, a100, constants());
+  l.grad_reduce_fp32 = false;
+  const StepPrediction f16 = predict_step(m, l, a100, constants());
+  const double latency = 2 * (32 - 1) * a100.network.inter_latency_us * 1e-6;
+  const double ratio = (f32.dp_exposed - latency) / (f16.dp_exposed - latency);
+  EXPECT_GT(ratio, 1.92);
+  EXPECT_LT(ratio, 2.0);
+  EXPECT_NEAR(f32.step_s - f16.step_s, f32.dp_exposed - f16.dp_exposed, 1e-9) << "nothing else moves";
+  l.precision = DType::kF32;  // fp32 weights: fp32 gradients either way
+  EXPECT_EQ(predict_step(m, l, a100, constants()).dp_exposed, f32.dp_exposed);
+}
