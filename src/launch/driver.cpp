@@ -310,7 +310,8 @@ class Driver {
                               {"memory_local", r.value("memory_local", 0)}, {"memory_peer", r.value("memory_peer", 0)},
                               {"storage", r.value("storage", 0)}, {"restore_s", r.value("restore_s", 0.0)},
                               {"memory_skipped", r.value("memory_skipped", "")}, {"resumed_step", s.step},
-                              {"recovery_s", f.value("recovery_s", 0.0)}, {"steps_repeated", f.value("steps_repeated", 0)}};
+                              {"recovery_s", f.value("recovery_s", 0.0)}, {"steps_repeated", f.value("steps_repeated", 0)},
+                              {"warm_ranks", f.value("warm_ranks", 0)}, {"world", world_}};
             dlog().info("attempt {} restored from {} in {:.2f} s (slowest rank)", attempt, r.value("path", "?"),
                         r.value("restore_s", 0.0));
           }

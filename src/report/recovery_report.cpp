@@ -70,14 +70,14 @@ std::string recovery_table(const std::string& events_path) {
     } catch (const std::exception&) {  // a torn last line of a killed driver
     }
   }
-  std::string out = "| fault | kind | stop | self-checks | restart → first step | path | restore | steps repeated | "
-                    "fault_detected → resumed |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n";
+  std::string out = "| fault | kind | stop | self-checks | restart → first step | warm ranks | path | restore | "
+                    "steps repeated | fault_detected → resumed |\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n";
   int faults = 0;
   for (size_t i = 0; i < ev.size(); i++) {
     if (ev[i].value("event", "") != "fault_detected") continue;
     faults++;
     double stopped = -1, checked = -1, restart = -1, resumed = -1, total = -1, restore = -1;
-    std::string path = "-", repeated = "-";
+    std::string path = "-", repeated = "-", warm = "-";
     for (size_t k = i + 1; k < ev.size() && ev[k].value("event", "") != "fault_detected"; k++) {
       const std::string e = ev[k].value("event", "");
       const double m = ev[k].value("mono", 0.0);
@@ -87,6 +87,7 @@ std::string recovery_table(const std::string& events_path) {
       if (e == "resumed" && resumed < 0) {
         resumed = m, total = ev[k].value("recovery_s", -1.0);
         repeated = std::to_string(ev[k].value("steps_repeated", 0));
+        if (ev[k].contains("warm_ranks")) warm = std::to_string(ev[k].value("warm_ranks", 0));
       }
       if (e == "recovery" && path == "-") {
         path = fmt::format("{} ({} own, {} peer, {} storage)", ev[k].value("path", "?"), ev[k].value("memory_local", 0),
@@ -96,8 +97,8 @@ std::string recovery_table(const std::string& events_path) {
     }
     const double t0 = ev[i].value("mono", 0.0);
     auto d = [](double a, double b) { return a >= 0 && b >= 0 ? fmt::format("{:.2f} s", a - b) : std::string("-"); };
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", faults, ev[i].value("kind", "?"),
-                       d(stopped, t0), d(checked, stopped), d(resumed, restart), path,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", faults, ev[i].value("kind", "?"),
+                       d(stopped, t0), d(checked, stopped), d(resumed, restart), warm, path,
                        restore >= 0 ? fmt::format("{:.2f} s", restore) : "-", repeated,
                        total >= 0 ? fmt::format("{:.2f} s", total) : "-");
   }

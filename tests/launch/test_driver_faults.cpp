@@ -327,6 +327,8 @@ TEST(DriverFaults, RedisStoreAndDashboardShowTheRecovery) {
   EXPECT_EQ(rec.value("storage", -1), path == "storage" ? 4 : 0) << rec.dump();
   EXPECT_EQ(rec.value("memory_local", -1) + rec.value("memory_peer", -1), 0) << rec.dump();
   EXPECT_GT(rec.value("recovery_s", 0.0), 0.0) << rec.dump();
+  EXPECT_EQ(rec.value("world", -1), 4) << rec.dump();  // 2 hosts x 2 ranks
+  EXPECT_GE(rec.value("warm_ranks", -1), 0) << rec.dump();  // warm only once the ranks had done a step
   EXPECT_NE(metrics.find("megascale_restarts_total 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("megascale_faults_total 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("megascale_hosts{state=\"active\"} 2"), std::string::npos) << metrics;

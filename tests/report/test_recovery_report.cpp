@@ -78,7 +78,7 @@ TEST(RecoveryReport, TableHasOneRowPerFault) {
       {{"event", "ranks_stopped"}, {"mono", 10.25}},
       {{"event", "selfcheck_done"}, {"mono", 11.0}},
       {{"event", "restart"}, {"mono", 11.0}},
-      {{"event", "resumed"}, {"mono", 13.5}, {"recovery_s", 3.5}, {"steps_repeated", 1}},
+      {{"event", "resumed"}, {"mono", 13.5}, {"recovery_s", 3.5}, {"steps_repeated", 1}, {"warm_ranks", 3}},
       {{"event", "recovery"}, {"path", "memory"}, {"memory_local", 2}, {"memory_peer", 2}, {"storage", 0},
        {"restore_s", 0.4}, {"mono", 13.5}},
       {{"event", "fault_detected"}, {"kind", "heartbeat"}, {"mono", 20.0}},
@@ -88,10 +88,10 @@ TEST(RecoveryReport, TableHasOneRowPerFault) {
   f << "{\"event\":\"torn";  // a killed driver's last line
   f.close();
   const std::string t = recovery_table(dir);
-  EXPECT_NE(t.find("| 1 | crash | 0.25 s | 0.75 s | 2.50 s | memory (2 own, 2 peer, 0 storage) | 0.40 s | 1 | 3.50 s |"),
+  EXPECT_NE(t.find("| 1 | crash | 0.25 s | 0.75 s | 2.50 s | 3 | memory (2 own, 2 peer, 0 storage) | 0.40 s | 1 | 3.50 s |"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("| 2 | heartbeat | 1.00 s | - | - | - | - | - | - |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 2 | heartbeat | 1.00 s | - | - | - | - | - | - | - |"), std::string::npos) << t;
   std::ofstream(fs::path(dir) / "events.jsonl") << json{{"event", "job_end"}}.dump() << "\n";
   EXPECT_NE(recovery_table(dir).find("no fault, no recovery"), std::string::npos);
   EXPECT_NE(recovery_table(dir + "/none").find("cannot be read"), std::string::npos);

@@ -133,7 +133,9 @@ function drawDriver(d) {
       `${r.memory_peer} from a peer)` : r.path;
     $("driver-recovery").textContent = `last recovery (attempt ${r.attempt}): state from ${from}, restore ` +
       `${fmt(r.restore_s, 2)} s` + (r.recovery_s !== undefined ? `, first step done ${fmt(r.recovery_s, 1)} s after the ` +
-      `fault, ${r.steps_repeated} step(s) repeated` : "") + (r.memory_skipped ? ` (not from memory: ${r.memory_skipped})` : "");
+      `fault, ${r.steps_repeated} step(s) repeated` : "") +
+      (r.world !== undefined ? `, ${r.warm_ranks} of ${r.world} rank(s) from warm standbys` : "") +
+      (r.memory_skipped ? ` (not from memory: ${r.memory_skipped})` : "");
   }
   const ev = $("driver-events");
   ev.replaceChildren(...d.events.filter((e) => e.event !== "summary").slice(-8).map((e) => {
