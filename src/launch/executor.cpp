@@ -59,10 +59,13 @@ struct LocalRank {
   RankBeat beat;
 };
 
-// A warm process waiting for its rank (standby.h): stdin_w is the write end of its stdin.
+// A warm process waiting for its rank (standby.h): stdin_w is the write end of its stdin; omp the
+// OMP_NUM_THREADS it started with (the OpenMP runtime reads it once, at load: a rank whose value
+// differs starts cold).
 struct Standby {
   std::unique_ptr<LocalRank> proc;
   int stdin_w = -1;
+  std::string omp;
 };
 
 struct Attempt {
@@ -330,6 +333,10 @@ class Executor {
       init_streams(*w.proc);
       std::vector<std::string> env = current_environment();
       set_env(env, kStandbyEnv, "1");
+      // What start() gives a rank of an attempt with `count` local ranks, unless the run sets it.
+      const char* omp = std::getenv("OMP_NUM_THREADS");
+      w.omp = omp ? omp : std::to_string(omp_threads_per_rank(standby_cmd_.count));
+      set_env(env, "OMP_NUM_THREADS", w.omp);
       try {
         w.proc->pid = spawn_with_streams(standby_cmd_.argv, env, SpawnOptions{p[0], -1, -1, true, true},
                                          w.proc->out, w.proc->err);
@@ -374,6 +381,9 @@ class Executor {
   std::unique_ptr<LocalRank> take_standby(const std::vector<std::string>& argv,
                                           const std::map<std::string, std::string>& env) {
     if (standby_.empty() || argv != standby_cmd_.argv) return nullptr;
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    const auto it = env.find("OMP_NUM_THREADS");
+    if ((it != env.end() ? it->second : std::string(omp ? omp : "")) != standby_.front().omp) return nullptr;
     Standby w = std::move(standby_.front());
     standby_.erase(standby_.begin());
     const std::string line = encode_standby_assignment(env);

@@ -218,3 +218,30 @@ TEST(Standby, AStandbyThatEndsUnaskedTurnsThemOffAndRanksStartCold) {
 
 }  // namespace
 }  // namespace ms::launch
+
+namespace ms::launch {
+namespace {
+
+// The OpenMP runtime reads OMP_NUM_THREADS once, when it loads: a standby started with another
+// value than a rank's environment names is not handed that rank (it starts cold, with the value).
+TEST(Standby, ARankWhoseThreadCountDiffersStartsCold) {
+  ExecutorUnderTest ex;
+  const std::vector<std::string> argv = {"/bin/sh", "-c", "read -r a; echo \"omp=$OMP_NUM_THREADS\""};
+  ex.send(StandbyCommand{argv, 1});
+  ASSERT_TRUE(ex.until([&](const json& j) {
+    return j.value("type", "") == "beat" && j.get<HostBeat>().standby.size() == 1;
+  }, 20));
+  RunCommand run;
+  run.world = 1, run.ranks = {0}, run.argv = argv, run.env = {{"OMP_NUM_THREADS", "7"}};
+  ex.send(run);
+  json last;
+  ASSERT_TRUE(ex.until([&](const json& j) { return all_exited_zero(j, 1) && (last = j, true); }, 20));
+  const HostBeat b = last.get<HostBeat>();
+  EXPECT_FALSE(b.ranks[0].warm);
+  EXPECT_EQ(b.standby.size(), 1u) << "the standby still waits";
+  ASSERT_EQ(ex.lines.size(), 1u);
+  EXPECT_EQ(ex.lines[0].value("text", ""), "omp=7");
+}
+
+}  // namespace
+}  // namespace ms::launch
