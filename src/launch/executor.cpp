@@ -380,6 +380,7 @@ class Executor {
   // A waiting standby of argv, handed its rank's environment; nullptr when there is none.
   std::unique_ptr<LocalRank> take_standby(const std::vector<std::string>& argv,
                                           const std::map<std::string, std::string>& env) {
+    reap_standbys();  // one that ended since the loop last looked is not handed a rank
     if (standby_.empty() || argv != standby_cmd_.argv) return nullptr;
     const char* omp = std::getenv("OMP_NUM_THREADS");
     const auto it = env.find("OMP_NUM_THREADS");
