@@ -4,7 +4,8 @@
 # rendezvous on host 1), under the driver: GPT-2 small (124M, fp32, AdamW, Brown corpus, T=128,
 # 1 sequence per rank) as dp 2 x pp 2 on 2 training hosts x 2 ranks plus 1 spare host, a memory
 # snapshot every step (checkpoint.memory_every=1, one replica on the other host) and a storage
-# checkpoint every 4 steps. Two faults, one run each, once rank 0 logged step 6:
+# checkpoint every 4 steps, 14 steps. Two faults, one run each, once rank 0 logged step 10 (the
+# documented runs' settings; --steps and --kill-at change them):
 #   - kill9: SIGKILL to rank 2 (host 2): its restarted self and the survivors read their own
 #     snapshots from their hosts' memory folders;
 #   - hostloss: every process of host 2 SIGKILLed and its link taken down (a lost machine): the
@@ -16,13 +17,13 @@
 # last execution). Times: the driver's events.jsonl and the ranks' restore_rank<R>.json, against
 # the action's `date +%s.%N`. Prints the CPU and the tables and writes them into
 # docs/performance.md between the bench_recovery_hosts markers. All ranks share this machine's
-# cores. Needs what scripts/emulated_cluster.sh needs (root, iproute2, redis). ~5 minutes on 2 cores.
+# cores. Needs what scripts/emulated_cluster.sh needs (root, iproute2, redis). ~6 minutes on 2 cores.
 # Usage: bench/bench_recovery_hosts.sh [--no-doc] [--build DIR] [--steps N] [--kill-at S] [--only kill9|hostloss]
 #        [--report DIR]  (only the tables of a kept results folder, bench_results/recovery_hosts_<time>)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${MS_BUILD_DIR:-$ROOT/build}
-WRITE_DOC=1 STEPS=12 KILL_AT=6 ONLY= REPORT=
+WRITE_DOC=1 STEPS=14 KILL_AT=10 ONLY= REPORT=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-doc) WRITE_DOC=0 ;;
