@@ -92,14 +92,13 @@ uint64_t folder_key(const std::string& dir) {
 // The other data-parallel replicas' chosen copies, when every one of them and every rank of the
 // group sit at one memory folder (this host's): their weights are read from those files instead of
 // the all-gather. Empty when they do not, or a file cannot be opened as the agreement says.
-std::vector<std::pair<int, SnapshotFile>> replica_copies_here(const Config& cfg, CheckpointRank who,
+// `group`: this rank's data-parallel group (world ranks by data-parallel rank).
+std::vector<std::pair<int, SnapshotFile>> replica_copies_here(const std::vector<int>& group, CheckpointRank who,
                                                               const std::string& dir,
                                                               const std::vector<RankInfo>& all,
                                                               const MemoryChoice& c) {
   std::vector<std::pair<int, SnapshotFile>> out;
-  if (cfg.parallel.dp <= 1 || dir.empty()) return out;
-  const RankLayout layout(cfg.parallel.order, GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp}, who.world);
-  const std::vector<int> group = layout.group(ParallelDim::kDp, who.rank);
+  if (group.size() <= 1 || dir.empty()) return out;
   const uint64_t here = all[static_cast<size_t>(who.rank)].folder;
   for (int r : group) {
     const Copy& u = c.use[static_cast<size_t>(r)];
@@ -231,15 +230,15 @@ MemoryRestoreResult restore_from_memory(const Config& cfg, ParallelModel& model,
   w.restart();
   MS_CHECK(header->step == c->step && header->payload_bytes % sizeof(float) == 0,
            "in-memory restore: rank {}'s copy says step {}, agreed {}", who.rank, header->step, c->step);
-  std::vector<std::pair<int, SnapshotFile>> here = replica_copies_here(cfg, who, dir, all, *c);
+  const std::vector<int> dp_group =
+      RankLayout(cfg.parallel.order, GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp}, who.world)
+          .group(ParallelDim::kDp, who.rank);
+  std::vector<std::pair<int, SnapshotFile>> here = replica_copies_here(dp_group, who, dir, all, *c);
   // Every rank of a group must choose alike: a file one rank cannot open sends its group to the all-gather.
   struct Flag { int32_t ok = 0; } flag{here.empty() ? 0 : 1};
   const std::vector<Flag> flags = all_gather_raw(group, flag);
-  if (cfg.parallel.dp > 1) {
-    const RankLayout grid(cfg.parallel.order, GridShape{cfg.parallel.tp, cfg.parallel.dp, cfg.parallel.pp}, who.world);
-    for (int r : grid.group(ParallelDim::kDp, who.rank))
-      if (!flags[static_cast<size_t>(r)].ok) here.clear();
-  }
+  for (int r : dp_group)
+    if (!flags[static_cast<size_t>(r)].ok) here.clear();
   std::vector<ParallelModel::PeerRuns> peers;
   for (const auto& [q, f] : here)
     peers.push_back({q, reinterpret_cast<const float*>(f.payload()), f.header().payload_bytes / sizeof(float)});

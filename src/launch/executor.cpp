@@ -244,8 +244,7 @@ class Executor {
     add["MEGASCALE_RESTART_COUNT"] = std::to_string(cmd.attempt);
     add["MEGASCALE_LAUNCH_DIR"] = launch_dir.string();
     add["MEGASCALE_MEM_DIR"] = mem_dir_.string();
-    if (std::getenv("OMP_NUM_THREADS") == nullptr && cmd.env.count("OMP_NUM_THREADS") == 0)
-      add["OMP_NUM_THREADS"] = std::to_string(omp_threads_per_rank(n));
+    if (cmd.env.count("OMP_NUM_THREADS") == 0) add["OMP_NUM_THREADS"] = default_omp_threads(n);
     const std::vector<std::string> base = current_environment();
     for (int i = 0; i < n; i++) {
       std::map<std::string, std::string> renv = add;
@@ -292,6 +291,12 @@ class Executor {
     };
   }
 
+  // A rank's OMP_NUM_THREADS unless the run sets it: this executor's, else cores / local ranks.
+  static std::string default_omp_threads(int local_ranks) {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    return omp ? omp : std::to_string(omp_threads_per_rank(local_ranks));
+  }
+
   // ---- standbys (standby.h) ------------------------------------------------------------------
 
   void set_standby(const StandbyCommand& cmd) {
@@ -304,15 +309,22 @@ class Executor {
   void discard_standbys(size_t keep) {
     while (standby_.size() > keep) {
       Standby& w = standby_.back();
-      if (w.stdin_w >= 0) ::close(w.stdin_w);
+      if (w.stdin_w >= 0) ::close(w.stdin_w), w.stdin_w = -1;
       ::kill(-w.proc->pid, SIGKILL);
       int st = 0;
       while (::waitpid(w.proc->pid, &st, 0) < 0 && errno == EINTR) {}
-      janitor_.forget_group(w.proc->pid);
-      for (RankStream* s : {&w.proc->out, &w.proc->err})
-        if (s->fd >= 0) ::close(s->fd), s->fd = -1;
+      release_standby(w);
       standby_.pop_back();
     }
+  }
+
+  // An ended (reaped) standby's leftovers: its group, its stdin and its output pipes.
+  void release_standby(Standby& w) {
+    ::kill(-w.proc->pid, SIGKILL);
+    janitor_.forget_group(w.proc->pid);
+    if (w.stdin_w >= 0) ::close(w.stdin_w), w.stdin_w = -1;
+    for (RankStream* s : {&w.proc->out, &w.proc->err})
+      if (s->fd >= 0) ::close(s->fd), s->fd = -1;
   }
 
   // Starts standbys up to the count, when nothing else needs the cores: no self-check running,
@@ -334,8 +346,7 @@ class Executor {
       std::vector<std::string> env = current_environment();
       set_env(env, kStandbyEnv, "1");
       // What start() gives a rank of an attempt with `count` local ranks, unless the run sets it.
-      const char* omp = std::getenv("OMP_NUM_THREADS");
-      w.omp = omp ? omp : std::to_string(omp_threads_per_rank(standby_cmd_.count));
+      w.omp = default_omp_threads(standby_cmd_.count);
       set_env(env, "OMP_NUM_THREADS", w.omp);
       try {
         w.proc->pid = spawn_with_streams(standby_cmd_.argv, env, SpawnOptions{p[0], -1, -1, true, true},
@@ -363,15 +374,11 @@ class Executor {
         i++;
         continue;
       }
-      for (RankStream* s : {&w.proc->out, &w.proc->err}) {
+      for (RankStream* s : {&w.proc->out, &w.proc->err})
         if (s->fd >= 0) pump(*s, -1);  // its last words (closes at the end of the pipe)
-        if (s->fd >= 0) ::close(s->fd), s->fd = -1;
-      }
       std::fprintf(stderr, "megascale executor %d: %s before it was needed; standbys off, ranks start cold\n",
                    opt_.host, describe_status("a standby process", st).c_str());
-      ::kill(-w.proc->pid, SIGKILL);
-      janitor_.forget_group(w.proc->pid);
-      if (w.stdin_w >= 0) ::close(w.stdin_w);
+      release_standby(w);
       standby_.erase(standby_.begin() + (std::ptrdiff_t)i);
       standby_off_ = true;
     }
@@ -382,9 +389,7 @@ class Executor {
                                           const std::map<std::string, std::string>& env) {
     reap_standbys();  // one that ended since the loop last looked is not handed a rank
     if (standby_.empty() || argv != standby_cmd_.argv) return nullptr;
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    const auto it = env.find("OMP_NUM_THREADS");
-    if ((it != env.end() ? it->second : std::string(omp ? omp : "")) != standby_.front().omp) return nullptr;
+    if (env.at("OMP_NUM_THREADS") != standby_.front().omp) return nullptr;  // start() always names it
     Standby w = std::move(standby_.front());
     standby_.erase(standby_.begin());
     const std::string line = encode_standby_assignment(env);
