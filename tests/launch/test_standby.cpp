@@ -198,7 +198,8 @@ TEST(Standby, AnExecutorHandsItsStandbysTheNextRunsRanks) {
 
 TEST(Standby, AStandbyThatEndsUnaskedTurnsThemOffAndRanksStartCold) {
   ExecutorUnderTest ex;
-  ex.send(StandbyCommand{{"/bin/false"}, 1});
+  // It ends on its own after a second (unasked): long enough for a beat (every 50 ms) to show it.
+  ex.send(StandbyCommand{{"/bin/sh", "-c", "sleep 1; exit 1"}, 1});
   auto standbys = [](const json& j) -> int {
     return j.value("type", "") == "beat" ? (int)j.get<HostBeat>().standby.size() : -1;
   };
