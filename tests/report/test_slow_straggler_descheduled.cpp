@@ -1,7 +1,11 @@
 // test_slow_straggler_descheduled: a straggler of another cause than extra work, on a real dp2 x pp2
 // run under `megascale launch` with the default straggler margin and window: the test stops rank 1
-// (pp=0 dp=1) from outside for 30 ms of every 100 ms (SIGSTOP / SIGCONT, as a rank descheduled by
-// a noisy neighbour would be: its CPU time does not grow, its wall time does). The log's last
+// (pp=0 dp=1) from outside for 15 ms of every 50 ms (SIGSTOP / SIGCONT, as a rank descheduled by
+// a noisy neighbour would be: its CPU time does not grow, its wall time does). The period is shorter
+// than a step's compute segments (~30-50 ms) so that every step loses about the same share: with
+// 30 ms of every 100 ms a step lost anything from none to most of a stop, rank 1 was slow in 17..21
+// of 30 steps and one run in three fell under the 60% chronic rule; with 15 of 50 it was slow in
+// 23..27 of 30 (eight runs here). The log's last
 // summary and `megascale heatmap` name rank 1 (its compute wall time, obs/straggler.h), never its
 // stage peer rank 0 (the one that waits for it). Stage 1 is not asserted on: on this 2-core machine
 // under other processes' load a rank of it really lost up to 17% of its compute wall time in clean
@@ -86,9 +90,9 @@ TEST_F(StragglerDescheduled, ARankStoppedFromOutsideIsNamed) {
   int cycles = 0;
   while (!done && pid > 0) {
     if (::kill(pid, SIGSTOP) != 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
     ::kill(pid, SIGCONT);
-    std::this_thread::sleep_for(std::chrono::milliseconds(70));
+    std::this_thread::sleep_for(std::chrono::milliseconds(35));
     cycles++;
   }
   trainer.join();
