@@ -16,7 +16,7 @@ Usage: bench/plan_fit_megascale.py [--build DIR] [--quick]
 """
 import argparse, itertools, json, math, os, subprocess, tempfile
 
-STAGE1 = {"gemm_eta_inf": 0.8, "attention_eta": 0.2, "mem_eta": 0.9, "host_sync_s": 0.05,
+STAGE1 = {"gemm_eta_inf": 0.8, "attention_eta": 0.75, "mem_eta": 0.9, "host_sync_s": 0.05,
           "optimizer_bytes_per_param": 56}
 GRID = {"intra_eta": [0.4, 0.5, 0.6], "nic_eta": [0.6, 0.8], "flash_eta": [0.55, 0.7], "overlap_gamma": [0.0, 0.15, 0.25, 0.4]}
 F = 72 * 96 * 12288 ** 2 * (1 + 2048 / (6 * 12288) + 64000 / (12 * 96 * 12288))  # eq. 7

@@ -16,7 +16,7 @@ import argparse, itertools, json, math, os, subprocess, tempfile
 ROWS = [  # heads, hidden, layers, tp, pp, v, batch, micro-batch, full recompute s, SP + selective s
     (64, 6144, 48, 8, 1, 1, 4, 4, 1.42, 1.10), (96, 12288, 96, 8, 8, 3, 64, 1, 18.13, 13.75),
     (128, 20480, 105, 8, 35, 3, 280, 1, 49.05, 37.83), (160, 25600, 128, 8, 64, 1, 512, 1, 94.42, 71.49)]
-GRID = {"gemm_eta_inf": [0.7, 0.75, 0.8], "attention_eta": [0.2, 0.3, 0.4], "mem_eta": [0.5, 0.7, 0.9],
+GRID = {"gemm_eta_inf": [0.7, 0.75, 0.8], "attention_eta": [0.3, 0.45, 0.6, 0.75], "mem_eta": [0.5, 0.7, 0.9],
         "host_sync_s": [0.0, 0.05, 0.1, 0.15]}
 # Fixed: the optimizer pass (derived), and the communication and FlashAttention constants of stages
 # 2-5 (bench/plan_fit_megascale.py), which these DP-1, unfused-attention rows barely see.

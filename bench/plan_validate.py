@@ -21,8 +21,9 @@ stays fixed at 56 as in both scripts. Predictions are memoised per (constants, r
 The binary is copied to a temporary folder first, so a rebuild during the run cannot change it.
 Writes its tables into docs/performance.md (between the plan_validate markers) unless --no-doc.
 Usage: bench/plan_validate.py [--build DIR] [--quick] [--no-doc] [--check RMS MAX] [--json FILE]
-  --quick: first/middle/last grid values only, one sweep (about 2 minutes on 2 busy cores, against
-  7 for the full run; the ctest plan_validate runs it with --check; --sweeps N overrides);
+  --quick: first/middle/last grid values only, one sweep (under 1.5 minutes against the full run's 4
+  on 2 cores; a rough look only: its folds stop before they converge; --sweeps N overrides); the
+  ctest plan_validate runs the full fit with --check;
   --check RMS MAX: exit 1 unless each family's held-out RMS <= RMS and every held-out |error| <= MAX.
 """
 import argparse, concurrent.futures, datetime, json, math, os, shutil, subprocess, sys, tempfile, time
@@ -88,37 +89,44 @@ def build_rows():
 
 
 # Narayanan et al. (SC21, arXiv 2104.04473) Table 1: weak scaling on Selene (A100 80GB, 8 x 200 Gb/s HDR),
-# V 51200, s 2048, 16-bit: params (B), heads, hidden, layers, TP, PP, GPUs, batch, achieved TFLOP/s per GPU
+# V 51200, s 2048, fp16: params (B), heads, hidden, layers, TP, PP, GPUs, batch, achieved TFLOP/s per GPU
 # (their eq. 3 FLOPs, which count the recomputation's extra forward). VALIDATION ONLY: never in a
-# training fold (planner.md §8: the planner must predict such tables, not memorise them). Layout
-# assumptions (the table gives none of them): full recomputation, no sequence parallelism, the
-# non-interleaved 1F1B schedule, micro-batch 1, DP as a non-overlapped all-reduce (no ZeRO) of fp16
-# gradients (Megatron-LM's DDP buffers take the parameters' dtype unless
-# --accumulate-allreduce-grads-in-fp32, which its fp16 runs did not need: `--grad-reduce weights`),
-# tp-bwd overlap, unfused attention, a synchronous data pipeline, Adam; fp16.
-SC21 = [(1.7, 24, 2304, 24, 1, 1, 32, 512, 137), (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
-        (7.5, 32, 4096, 36, 4, 1, 128, 512, 142), (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
-        (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138), (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
-        (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148), (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
-        (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163), (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163)]
+# training fold (planner.md §8: the planner must predict such tables, not memorise them). The layout
+# beyond the table is the authors' own run script, Megatron-LM's examples/sc21/run_table_1.sh with its
+# CONFIG.sh (published with the paper's code): micro-batch size, the interleaved schedule's chunks
+# (--num-layers-per-virtual-pipeline-stage: 76B 5 of 15 layers per stage, 145B 5 of 10, 310B 3 of 6,
+# 530B 1 of 3), --DDP-impl torch (PyTorch DDP: buckets all-reduced during the backward) up to 18B and
+# local (one all-reduce after it) above, --fp16 (the gradients all-reduced in fp16: `--grad-reduce
+# weights`), full recomputation of every layer (--activations-checkpoint-method uniform), Megatron's
+# unfused attention with its default dropout; no sequence parallelism (it came later), a synchronous
+# data pipeline, Adam. Last five: micro-batch, virtual stages, DDP overlapped.
+SC21 = [(1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 16, 1, True), (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 16, 1, True),
+        (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 16, 1, True), (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 8, 1, True),
+        (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 4, 1, False),
+        (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, 3, False),
+        (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, 2, False),
+        (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, 2, False),
+        (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),
+        (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False)]
 
 
 def sc21_rows():
     rows = []
-    for params, a, h, l, t, p, n, batch, tflops in SC21:
+    for params, a, h, l, t, p, n, batch, tflops, mbs, v, ddp_overlap in SC21:
         eq3 = 96 * batch * 2048 * l * h * h * (1 + 2048 / (6 * h) + 51200 / (16 * l * h))
         step = eq3 / (tflops * 1e12 * n)  # the published step, from their throughput
         rows.append({"name": f"SC21 {params:g}B", "source": "narayanan-sc21", "model": f"{params:g}B", "scale": n,
                      "published": eq7_mfu(l, h, 51200, batch, step, n), "published_s": step, "kind": "sc21",
-                     "args": (a, h, l, t, p, n, batch)})
+                     "args": (a, h, l, t, p, n, batch, mbs, v, ddp_overlap)})
     return rows
 
 
 def sc21_cmd(binary, model, cluster, args):
-    a, h, l, t, p, n, batch = args
+    a, h, l, t, p, n, batch, mbs, v, ddp_overlap = args
     return [binary, "plan", "--model", model, "--cluster", cluster, "--gpus", str(n), "--batch", str(batch),
-            "--tp", str(t), "--pp", str(p), "--virtual-stages", "1", "--micro-batch", "1", "--schedule", "1f1b",
-            "--dtype", "fp16", "--overlap", "tp-bwd", "--kernels", "megatron", "--data-pipeline", "sync",
+            "--tp", str(t), "--pp", str(p), "--virtual-stages", str(v), "--micro-batch", str(mbs),
+            "--schedule", "interleaved" if v > 1 else "1f1b", "--dtype", "fp16",
+            "--overlap", "tp-bwd,dp" if ddp_overlap else "tp-bwd", "--kernels", "megatron", "--data-pipeline", "sync",
             "--zero", "0", "--sequence-parallel", "off", "--recompute", "full", "--grad-reduce", "weights", "--json"]
 
 
@@ -194,7 +202,7 @@ class Planner:
             return False, (res.stderr or res.stdout).strip().splitlines()[-1:] or ["exit %d" % res.returncode]
         step = json.loads(res.stdout)["step_time_s"]
         if r["kind"] == "sc21":
-            a, h, l, t, p, n, batch = r["args"]
+            a, h, l, t, p, n, batch = r["args"][:7]
             return True, eq7_mfu(l, h, 51200, batch, step, n)
         if r["kind"] == "t5":
             a, h, l, t, p, v, g = r["args"][:7]
@@ -332,8 +340,10 @@ def markdown(res, rows, names):
     vo = res["validation_only"]
     lines += ["", f"Validation only (never fitted, planner.md §8): Narayanan et al. SC21 Table 1, {len(vo['rows'])} "
               "weak-scaling rows on A100s (1.7B on 32 GPUs to 1T on 3,072); the published step is their eq. 3 FLOPs "
-              "over their TFLOP/s; assumed (the table gives none): full recomputation, no SP, 1F1B, micro-batch 1, "
-              "DP all-reduce of fp16 gradients not overlapped (Megatron-LM's fp16 default), fp16. "
+              "over their TFLOP/s; the layouts are the authors' run script's (Megatron-LM examples/sc21/run_table_1.sh: "
+              "micro-batch 16 down to 1, the interleaved schedule at 76B-530B, PyTorch DDP overlapping the fp16 "
+              "gradients' all-reduce up to 18B and one all-reduce after the backward above, full recomputation, "
+              "fp16, no SP). "
               f"RMS {vo['shipped_rms']:.2f} points with the shipped constants (worst {vo['shipped_max']:.1f}), "
               f"{vo['in_sample_rms']:.2f} with the in-sample fit (worst {vo['in_sample_max']:.1f}).", "",
               "| row | GPUs | published MFU | shipped constants | in-sample fit |", "|---|---|---|---|---|"]

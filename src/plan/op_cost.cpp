@@ -35,6 +35,8 @@ double op_seconds(const PlanOp& op, bool backward, DType precision, const Cluste
   else if (op.cls == OpClass::kAttention)
     compute = flops / (peak * (op.name == "flash-attention" ? e.flash_eta : e.attention_eta));
   const double memory = bytes / (c.device.memory_GBps * 1e9 * e.mem_eta);
+  if (op.cls == OpClass::kAttention && op.name != "flash-attention")  // unfused: batched GEMMs, then the
+    return compute + memory + (backward ? 6 : 4) * e.launch_s;         // scores' passes, one kernel each
   const double launches = op.cls == OpClass::kGemm && backward ? 2 : 1;  // input and weight gradients
   return std::max(compute, memory) + launches * e.launch_s;
 }

@@ -5,7 +5,10 @@
 // tile_m x tile_n, tiles = ceil(M / tile_m) ceil(N / tile_n), they run in waves = ceil(tiles / SMs),
 // and eta = eta_inf x tiles / (waves x SMs) x K / (K + k_half) (a shallow K cannot fill the
 // pipeline); a device without SMs given (a CPU) takes eta_inf x K / (K + k_half). The attention
-// core runs at attention_eta of the peak (unfused) or flash_eta (FlashAttention-2, op "flash-attention"). Every constant here is a physical efficiency in (0, 1],
+// core: FlashAttention-2 (op "flash-attention") is one fused kernel, the roofline at flash_eta;
+// Megatron's unfused core is a chain of kernels, so its batched GEMMs at attention_eta and its
+// passes over the s x s scores (softmax, dropout: op_graph.h) add up, with a launch each. Every
+// constant here is a physical efficiency in (0, 1],
 // a size, or a time; DeviceEfficiency's defaults are structural (calibration, planner.md §5-6,
 // is still to come) and no constant names a model, a scale or a paper row.
 #pragma once
@@ -18,7 +21,7 @@ struct DeviceEfficiency {
   double gemm_eta_inf = 0.8;       // large well-shaped GEMMs' share of the dense peak
   double gemm_k_half = 0;          // K at which a GEMM reaches half of it (0: no K effect)
   int tile_m = 128, tile_n = 256;  // the GEMM library's output tile
-  double attention_eta = 0.5;      // the unfused attention core's share of the peak (batched GEMMs)
+  double attention_eta = 0.5;      // the unfused core's batched GEMMs' share of the peak
   double flash_eta = 0.5;          // FlashAttention-2's share of the peak (its executed FLOPs)
   double mem_eta = 0.8;            // element-wise kernels' share of the memory bandwidth
   double launch_s = 5e-6;          // per kernel launch

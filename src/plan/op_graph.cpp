@@ -95,9 +95,15 @@ std::vector<PlanOp> layer_ops(const ModelConfig& m, int layer, const OpGraphOpti
   att.m = N, att.n = d.s, att.k = h / t;   // rows, sequence length, width per device
   att.fwd_flops = 4.0 * N * keys * h / t;  // Q K^T and P V
   att.bwd_flops = (unfused ? 2.0 : 2.5) * att.fwd_flops;
-  if (unfused) {  // the s x s scores: scale-mask-softmax forward (read, write), backward 3 passes
-    const double scores = d.b * (a / t) * d.s * d.s;
-    att.fwd_bytes = 2 * scores * d.act, att.bwd_bytes = 3 * scores * d.act;
+  if (unfused) {  // Megatron's kernels over the b (a/t) s keys scores, each a pass over memory:
+    // forward: the batched GEMM writes the scores, the fused scale-mask-softmax reads and writes them,
+    // dropout (Megatron's default attention dropout) reads them and writes them and its 1-byte mask,
+    // the second batched GEMM reads them: 6 passes and the mask. Backward: the gradient of the
+    // probabilities written, dropout's backward (it, the mask, its output), the softmax's (the
+    // gradient, the probabilities, its output), the dQ and dK GEMMs reading the scores' gradient and
+    // the dV GEMM reading the kept probabilities: 9 passes and the mask.
+    const double scores = d.b * (a / t) * d.s * keys;  // a band of keys under a banded kernel
+    att.fwd_bytes = scores * (6 * d.act + 1), att.bwd_bytes = scores * (9 * d.act + 1);
   }
   ops.push_back(att);
   if (m.parallel_block()) {

@@ -6,6 +6,8 @@
 // its backward is 2x its forward; FlashAttention computes only the keys each query attends
 // (causal: (s+1)/2 on average, fewer with a window, model.layer_window) and its backward, which
 // recomputes the probabilities, is 2.5x; GEMMs' backward is 2x (input and weight gradients).
+// The unfused core's memory traffic is its passes over the scores: 6 of the activations' dtype and
+// a 1-byte dropout mask forward, 9 and the mask backward (Megatron's softmax and default dropout).
 // Tensor parallelism t: heads, MLP width and vocabulary split t ways; with sequence parallelism
 // the LayerNorms run on N/t rows and each region is entered by an all-gather and left by a
 // reduce-scatter of N h activations (backward: swapped, plus the all-gather again for the weight

@@ -38,9 +38,18 @@ TEST(OpCost, RooflineAndLaunches) {
   PlanOp ew;
   ew.cls = OpClass::kElementwise, ew.fwd_bytes = 2039e9 * 1e-3;  // 1 ms of HBM traffic
   EXPECT_DOUBLE_EQ(op_seconds(ew, false, DType::kBF16, a100, e), 1e-3 + 1e-5);
+  // Unfused attention (Megatron's): the batched GEMMs at attention_eta, then the scores' passes over
+  // memory, one kernel after the other (4 launches forward, 6 backward); FlashAttention: one fused
+  // kernel, the roofline's max at flash_eta.
   PlanOp att;
-  att.cls = OpClass::kAttention, att.fwd_flops = 312e12 * 1e-3, att.fwd_bytes = 2039e9 * 1e-3;
-  EXPECT_DOUBLE_EQ(op_seconds(att, false, DType::kBF16, a100, e), 2e-3 + 1e-5);  // compute-bound at eta 0.5
+  att.name = "attention", att.cls = OpClass::kAttention;
+  att.fwd_flops = att.bwd_flops = 312e12 * 1e-3, att.fwd_bytes = att.bwd_bytes = 2039e9 * 1e-3;
+  EXPECT_DOUBLE_EQ(op_seconds(att, false, DType::kBF16, a100, e), 2e-3 + 1e-3 + 4e-5);
+  EXPECT_DOUBLE_EQ(op_seconds(att, true, DType::kBF16, a100, e), 2e-3 + 1e-3 + 6e-5);
+  att.name = "flash-attention", e.flash_eta = 0.25;
+  EXPECT_DOUBLE_EQ(op_seconds(att, false, DType::kBF16, a100, e), 4e-3 + 1e-5);  // compute-bound at 0.25
+  att.fwd_bytes = 2039e9 * 5e-3;
+  EXPECT_DOUBLE_EQ(op_seconds(att, false, DType::kBF16, a100, e), 5e-3 + 1e-5);  // memory-bound
   PlanOp coll;
   coll.cls = OpClass::kCollective, coll.coll_bytes = 1e9;
   EXPECT_EQ(op_seconds(coll, false, DType::kBF16, a100, e), 0.0);
