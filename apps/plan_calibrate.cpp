@@ -24,7 +24,9 @@
 #include "bench_comm.h"           // run_comm_bench
 #include "data/token_shard.h"     // write_token_shard
 #include "kernels/hw_peak.h"      // hardware_peak
+#include "base/device.h"         // cuda_device_info
 #include "plan/cluster_desc.h"    // parse_cluster_toml
+#include "plan/gpu_calibrate.h"   // measure_gpu_rates, gpu_efficiencies
 #include "plan/host_calibrate.h"  // measure_host_compute, fit_comm
 
 namespace ms {
@@ -114,9 +116,46 @@ std::pair<double, double> measure_floors(int ranks) {
   return {alone, rank};
 }
 
+// --device cuda: the GPU description with its measured compute constants.
+int run_calibrate_gpu(const CalibrateHostArgs& a) {
+  MS_CHECK(!a.out.empty(), "plan --calibrate-host --device cuda: --out CLUSTER.toml is required");
+  plan::GpuCalibrateOptions o;
+  if (a.quick) o.gemm_dim = 2048, o.att_batch = 1, o.att_seq = 1024, o.ln_rows = 4096, o.ln_cols = 1024, o.repeats = 3;
+  std::string name = a.cluster;
+  if (name.empty()) {  // by the device's name (checked to open before anything else is measured)
+    MS_CHECK(cuda_available(), "plan --calibrate-host --device cuda: no CUDA device opens: {}",
+             cuda_unavailable_reason());
+    const std::string dev = cuda_device_info().name;
+    MS_CHECK(dev.find("H100") != std::string::npos || dev.find("H200") != std::string::npos,
+             "plan --calibrate-host --device cuda: no built-in description of '{}': give --cluster FILE.toml", dev);
+    name = dev.find("H200") != std::string::npos ? "h200-141g" : "h100-80g";
+  }
+  plan::ClusterDesc c = plan::load_cluster(name);
+  fmt::print(stderr, "calibrate-host: GPU kernels against {} ...\n", c.source);
+  const plan::GpuRates r = plan::measure_gpu_rates(o);
+  const plan::EfficiencyTable measured = plan::gpu_efficiencies(c, r);
+  c.efficiency.erase("gemm_eta_inf"), c.efficiency.erase("flash_eta"), c.efficiency.erase("mem_eta");
+  c.efficiency.insert(measured.begin(), measured.end());
+  c.uncertainty = {};
+  const std::string header = fmt::format(
+      "{}, compute constants measured on {} by `megascale plan --calibrate-host --device cuda`{}:\n"
+      "bf16 GEMM {}^3 {:.1f} TFLOP/s, attention forward + backward {:.1f} TFLOP/s (the fused core's FLOPs),\n"
+      "LayerNorm {:.0f} GB/s. Communication constants not measured (one GPU): the planner's defaults.",
+      c.device.name, r.device, a.quick ? " --quick" : "", r.gemm_dim, r.gemm_tflops, r.attention_tflops,
+      r.memory_GBps);
+  const std::string text = plan::gpu_cluster_toml(c, header);
+  (void)plan::parse_cluster_toml(text, a.out);  // what is written loads back
+  write_text_atomic(a.out, text);
+  fmt::print("wrote {}\n", a.out);
+  return 0;
+}
+
 }  // namespace
 
 int run_calibrate_host(const CalibrateHostArgs& a) {
+  MS_CHECK(a.device == "cpu" || a.device == "cuda", "plan --calibrate-host: --device '{}' must be cpu or cuda",
+           a.device);
+  if (a.device == "cuda") return run_calibrate_gpu(a);
   MS_CHECK(a.ranks >= 2, "plan --calibrate-host: --ranks {} (the collectives need >= 2)", a.ranks);
   MS_CHECK(!a.out.empty(), "plan --calibrate-host: --out HOST.toml is required");
   const int cores = omp_get_num_procs();

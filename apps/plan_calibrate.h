@@ -6,6 +6,10 @@
 // comm` at R ranks. Guarantees: the file is written atomically and loads back through
 // plan::load_cluster (checked before it is written); a failed measurement is a named error and
 // no file.
+// With --device cuda it calibrates this machine's GPU instead (plan/gpu_calibrate.h): the
+// description of --cluster (or the built-in h100-80g / h200-141g the device's name gives) with the
+// measured compute constants in [efficiency]; the communication constants stay the planner's
+// defaults and `megascale plan` says so.
 #pragma once
 #include <string>
 
@@ -15,6 +19,8 @@ struct CalibrateHostArgs {
   int ranks = 2;
   std::string out;
   bool quick = false;  // a small grid and few repetitions (tests): seconds instead of a minute or two
+  std::string device = "cpu";  // cpu: this host's ranks; cuda: this machine's GPU
+  std::string cluster;         // --device cuda: the GPU description to calibrate ("": by the device's name)
 };
 
 int run_calibrate_host(const CalibrateHostArgs& a);

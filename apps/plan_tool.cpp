@@ -228,6 +228,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--ranks", a.ranks, "--calibrate-host: ranks of the collective measurements")->capture_default_str();
   cmd->add_option("--out", a.out, "--calibrate-host: the host file to write");
   cmd->add_flag("--quick", a.quick, "--calibrate-host: a small grid (seconds; for tests)");
+  cmd->add_option("--device", a.device,
+                  "--calibrate-host: cpu (this host's ranks) or cuda (this machine's GPU: its compute constants "
+                  "into the --cluster description, else the built-in one its name gives)")
+      ->capture_default_str();
   cmd->add_option("--explain", a.explain,
                   "also write the predicted step as a Chrome trace (as `megascale trace` "
                   "writes measured ones)");
@@ -238,7 +242,8 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
   const CLI::App& cmd = *app.get_subcommand("plan");
   if (a.calibrate_host) {
     CalibrateHostArgs c;
-    c.ranks = a.ranks, c.out = a.out, c.quick = a.quick;
+    c.ranks = a.ranks, c.out = a.out, c.quick = a.quick, c.device = a.device;
+    if (cmd.count("--cluster")) c.cluster = a.cluster;
     return run_calibrate_host(c);
   }
   a.recompute_given = cmd.count("--recompute") > 0;
@@ -285,9 +290,11 @@ int run_plan_command(const CLI::App& app, PlanArgs a) {
                others.empty() ? "" : fmt::format(" (then {} more below)", others.size()));
   fmt::print("layout tp {} pp {} dp {} v {} micro-batch {} recompute {} on {} x {} ({})\n", l.tp, l.pp, l.dp,
              l.virtual_stages, l.micro_batch, recompute_name(l.recompute), a.gpus, cluster.device.name,
-             cluster.device.kind == "cpu" ? "this host's measured tables"
-             : cluster.efficiency.empty() ? "constants NOT calibrated"
-                                          : "calibrated constants");
+             cluster.device.kind == "cpu"                                       ? "this host's measured tables"
+             : cluster.efficiency.empty()                                       ? "constants NOT calibrated"
+             : cluster.efficiency.count("intra_eta") || cluster.efficiency.count("nic_eta")
+                 ? "calibrated constants"
+                 : "compute constants calibrated, communication NOT");
   fmt::print("step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% (megatron-72)\n", p.step_s, p.tokens_per_s, 100 * p.mfu);
   if (const plan::PlanInterval iv = plan::plan_interval(p.step_s, p.mfu, cluster.uncertainty); iv.known)
     fmt::print("range: step {:.3f}-{:.3f} s, MFU {:.1f}-{:.1f}% (one held-out RMS either side: {})\n", iv.step_lo,

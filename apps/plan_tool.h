@@ -39,6 +39,7 @@ struct PlanArgs {
   int ranks = 2;
   std::string out;
   bool quick = false;
+  std::string device = "cpu";  // --calibrate-host --device cuda: this machine's GPU instead
 };
 
 void add_plan_command(CLI::App& app, PlanArgs& a);

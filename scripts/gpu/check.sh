@@ -11,7 +11,8 @@
 # 2. the GPU tests of issue 24 (test_device, test_cuda_kernels: every CUDA kernel against the CPU
 #    kernel, the Llama-style ones included; test_cuda_training: GPU training against the CPU run,
 #    GPT-2 and Llama-style configurations, rerun bits, recomputation's bits, no allocation after
-#    step 1, training state moved between devices);
+#    step 1, training state moved between devices); the planner's compute constants of the card
+#    (`megascale plan --calibrate-host --device cuda`, issue 38);
 # 3. communication on GPU buffers (issue 25): test_cuda_comm (NCCL at world size 1: every op and
 #    dtype, groups, a deadline; staged Gloo with 2 and 4 processes sharing the GPU; event ordering),
 #    test_cuda_selfcheck, test_cuda_layouts (dp2, tp2, pp2, pp2 interleaved, dp2 x tp2 against the
@@ -78,6 +79,16 @@ timeout "$(limit 120)" env "$ld_env" OMP_NUM_THREADS=8 .gpu/bin/test_cuda_traini
 grep -E '^\[measured\]|Failure|Expected|Which is|^\[  (PASSED|FAILED|SKIPPED) ' "$tlog" | tail -30
 grep -E 'seed|rel L2 [0-9.e-]+$|differ in bits|^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error' "$log" |
   awk '/rel L2/ { split($0, a, "rel L2 "); if (a[2] + 0 > worst) { worst = a[2] + 0; w = $0 } next } { print } END { if (w) print "worst rel L2:" w }' | tail -40
+
+# The planner's compute constants of this card (issue 38): its header and [efficiency] to stdout (the
+# file stays here: $OUT returns few files); they go into configs/clusters/<card>.toml.
+stamp "planner: megascale plan --calibrate-host --device cuda"
+l=$(limit 60)
+if [ "$l" = 0 ]; then echo "skipped: GPU calibration (budget)"; else
+  timeout "$l" env "$ld_env" .gpu/bin/megascale plan --calibrate-host --device cuda --out /tmp/plan-gpu.toml 2>&1 |
+    tail -2
+  [ -f /tmp/plan-gpu.toml ] && sed -n '1,4p;/^\[efficiency\]/,$p' /tmp/plan-gpu.toml || status=1
+fi
 
 # Communication on GPU buffers (issue 25): the tests, then the self-check as the driver runs it.
 comm_part() {

@@ -4,6 +4,9 @@
 // same step, with the range one held-out RMS either side (none for the unvalidated H100); without layout flags it searches and its answer is no slower than the published
 // layout's prediction, and planning the answer's layout explicitly gives the same step; bad input
 // is one named error with exit code 1 (an unknown cluster, a layout the model cannot split).
+// `--calibrate-host --device cuda` on a GPU writes a cluster file the planner loads, with measured
+// compute constants and "compute constants calibrated, communication NOT"; without a GPU it is one
+// named error that says why no device opens, and no file.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/device.h"  // cuda_available
 #include "common/test_util.h"
 #include "../plan/host_fixture.h"
 #include "plan/cluster_desc.h"
@@ -156,6 +160,30 @@ TEST(PlanCli, CalibrateHostWritesALoadableHostFile) {
                                       "--cluster " + dir + "/host.toml --gpus 2 --json 2>/dev/null");
   ASSERT_EQ(p.code, 0) << p.output;
   EXPECT_GT(nlohmann::json::parse(p.output)["time_split_s"]["tp_exposed"].get<double>(), 0.0);
+}
+
+TEST(PlanCli, CalibrateGpuWritesAClusterFileOrSaysWhyNot) {
+  const std::string dir = ms::testing::make_temp_dir("plan_calibrate_gpu");
+  const std::string out = dir + "/gpu.toml";
+  const auto r = ms::testing::run_cmd(std::string(MEGASCALE_BINARY) + " plan --calibrate-host --device cuda --quick --out " +
+                                      out);
+  if (!ms::cuda_available()) {  // CI: the named error, and nothing written
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("--device cuda: no CUDA device opens: "), std::string::npos) << r.output;
+    EXPECT_FALSE(std::ifstream(out).good());
+    return;
+  }
+  ASSERT_EQ(r.code, 0) << r.output;
+  const ms::plan::ClusterDesc c = ms::plan::load_cluster(out);
+  EXPECT_EQ(c.device.kind, "gpu");
+  for (const char* key : {"gemm_eta_inf", "flash_eta", "mem_eta"}) {
+    ASSERT_EQ(c.efficiency.count(key), 1u) << key;
+    EXPECT_GT(c.efficiency.at(key), 0.05) << key;  // a kernel under 5% of the card's peak is a broken measurement
+  }
+  EXPECT_EQ(c.efficiency.count("intra_eta"), 0u);
+  const auto p = ms::testing::run_cmd(plan("--cluster " + out + " --gpus 64 --batch 64 --tp 8 --pp 8"));
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_NE(p.output.find("compute constants calibrated, communication NOT"), std::string::npos) << p.output;
 }
 
 }  // namespace
