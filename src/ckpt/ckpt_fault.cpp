@@ -37,8 +37,8 @@ bool ckpt_fault_point(const char* point, int rank, int step) {
     announce_fault(fmt::format("checkpoint {}", p), fmt::format("at rank {} step {}", rank, step), attempt);
     if (p == "write_error") MS_FAIL("injected write error (MEGASCALE_FAULT ckpt) at rank {} step {}", rank, step);
     if (p == "nan_state" || p == "mem_flip") return true;
-    if (p == "slow_write" || p == "slow_copy") {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (p == "slow_write" || p == "slow_copy" || p == "slow_send") {
+      std::this_thread::sleep_for(std::chrono::seconds(p == "slow_send" ? 3 : 1));
       return true;
     }
     ::raise(SIGKILL);  // announce_fault flushed the records

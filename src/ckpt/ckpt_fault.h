@@ -3,8 +3,8 @@
 // [:attempt=K|all]` entry (no rank / step: any). At a matching point the process kills itself with
 // SIGKILL (as a lost machine would), except `write_error`, which raises an I/O error in the writer
 // (as a full disk would), `nan_state`, which puts a NaN into the snapshot (as a corrupted optimizer
-// state would), and `slow_write` / `slow_copy`, which make the writer / the stage-1 copy take 1 s
-// longer. The attempt rule is MEGASCALE_FAULT's: an entry applies only when $MEGASCALE_RESTART_COUNT
+// state would), `slow_write` / `slow_copy`, which make the writer / the stage-1 copy take 1 s
+// longer, and `slow_send`, which holds an in-memory replication round 3 s (as a slow link would). The attempt rule is MEGASCALE_FAULT's: an entry applies only when $MEGASCALE_RESTART_COUNT
 // (unset: 0) equals K; attempt=all on every attempt; default attempt 0.
 // Points, in the order a save passes them (obs/fault_injection.h kCkptPoints):
 //   slow_copy       before the stage-1 copy (copier thread, beside the next step)
@@ -20,6 +20,7 @@
 //   mem_send        during the replication: headers exchanged, payloads not (the worker thread)
 //   mem_flip        a holder has just completed a replica: one payload byte is flipped (as a bad
 //                   DIMM would), so the replica no longer matches its XXH64 (no kill)
+//   slow_send       during the replication, after the headers (the worker thread; a 3 s pause)
 // Each injection logs "fault injected (MEGASCALE_FAULT): checkpoint <point> at rank R step N ..."
 // and records it as a "fault injected" event before it acts.
 #pragma once

@@ -111,24 +111,25 @@ MemoryCheckpointer::MemoryCheckpointer(const Config& cfg, ParallelModel& model, 
   for (int r = 0; r < world; r++)
     for (int d : replica_destinations(host_of_, r, cfg.checkpoint.memory_replicas))
       if (d == who.rank) sources_.push_back(r);
-  // The next save goes to the slot NOT holding the newest complete copy (a restarted rank keeps the
-  // copies it restored from, until a newer one is complete).
-  auto older_slot = [](const std::array<SnapshotFile, 2>& s) {
-    auto step_of = [](const SnapshotFile& f) { return f.header().state == 1 ? f.header().step : -1; };
-    return step_of(s[0]) > step_of(s[1]) ? 1 : 0;
-  };
-  for (int s = 0; s < 2; s++) own_[s] = SnapshotFile::create(dir_ + "/" + own_snapshot_name(who.rank, s), payload_bytes_);
-  next_slot_ = older_slot(own_);
+  // A restarted rank's own slots keep what they hold: the newest complete copy (likely the one it
+  // restored from) is pinned until the first round finishes everywhere.
+  auto complete_step = [](const SnapshotFile& f) { return f.header().state == 1 ? f.header().step : -1; };
+  for (int s = 0; s < kOwnSnapshotSlots; s++) {
+    own_[s] = SnapshotFile::create(dir_ + "/" + own_snapshot_name(who.rank, s), payload_bytes_);
+    slot_step_[s] = complete_step(own_[s]);
+    if (slot_step_[s] >= 0 && (pin_done_ < 0 || slot_step_[s] > slot_step_[pin_done_])) pin_done_ = s;
+  }
   held_.resize(sources_.size());
   held_next_.assign(sources_.size(), 0);
   for (size_t i = 0; i < sources_.size(); i++) {
     for (int s = 0; s < 2; s++)
       held_[i][s] = SnapshotFile::create(dir_ + "/" + replica_snapshot_name(who.rank, sources_[i], s),
                                          bytes_of_[sources_[i]]);
-    held_next_[i] = older_slot(held_[i]);
+    held_next_[i] = complete_step(held_[i][0]) > complete_step(held_[i][1]) ? 1 : 0;  // not the newest
   }
   interval_ = cfg.checkpoint.memory_every > 0 ? cfg.checkpoint.memory_every : 1;
-  worker_ = std::thread([this] { worker_main(); });
+  worker_ = std::thread([this] { worker_main(false); });
+  local_worker_ = std::thread([this] { worker_main(true); });
 }
 
 MemoryCheckpointer::~MemoryCheckpointer() {
@@ -138,6 +139,7 @@ MemoryCheckpointer::~MemoryCheckpointer() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (local_worker_.joinable()) local_worker_.join();
 }
 
 bool MemoryCheckpointer::busy() const {
@@ -145,22 +147,62 @@ bool MemoryCheckpointer::busy() const {
   return working_ || !jobs_.empty();
 }
 
-MemorySaveStats MemoryCheckpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
-  TraceScope span("memory-snapshot");
-  const Stopwatch w;
+MemoryCheckpointer::Job MemoryCheckpointer::make_job(int step, DataLoader::Position data, uint64_t tokens, float loss,
+                                                     bool replicate) {
   Job j;
-  j.step = step;
+  j.step = step, j.replicate = replicate;
   SnapshotHeader& h = j.header;
   h.rank = who_.rank, h.world = who_.world, h.step = step, h.layout = layout_;
   h.data_epoch = data.epoch, h.data_index = data.index, h.tokens = tokens, h.loss = loss;
   h.payload_bytes = payload_bytes_;
+  return j;
+}
+
+int MemoryCheckpointer::pick_slot() const {
+  int best = -1;
+  for (int s = 0; s < kOwnSnapshotSlots; s++)
+    if (s != pin_round_ && s != pin_done_ && !slot_busy_[s] && (best < 0 || slot_step_[s] < slot_step_[best]))
+      best = s;
+  return best;
+}
+
+MemorySaveStats MemoryCheckpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
+  TraceScope span("memory-snapshot");
+  const Stopwatch w;
+  Job j = make_job(step, data, tokens, loss, true);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    j.slot = pick_slot();  // pinned: at most the last round's; busy: at most one local snapshot's
+    MS_CHECK(j.slot >= 0, "in-memory checkpoint: no own slot free at step {}", step);
+    slot_busy_[j.slot] = true, slot_step_[j.slot] = step, pin_round_ = j.slot, copy_slot_ = j.slot;
     jobs_.push_back(j);
     copying_ = working_ = true;
   }
   cv_.notify_all();
   return MemorySaveStats{true, w.seconds(), payload_bytes_};
+}
+
+MemorySaveStats MemoryCheckpointer::save_local(int step, DataLoader::Position data, uint64_t tokens, float loss) {
+  TraceScope span("memory-snapshot-local");
+  const Stopwatch w;
+  Job j = make_job(step, data, tokens, loss, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (local_working_ || copying_) return {};
+    j.slot = pick_slot();
+    if (j.slot < 0) return {};
+    slot_busy_[j.slot] = true, slot_step_[j.slot] = step, copy_slot_ = j.slot;
+    local_jobs_.push_back(j);
+    copying_ = local_working_ = true;
+  }
+  cv_.notify_all();
+  return MemorySaveStats{true, w.seconds(), payload_bytes_};
+}
+
+void MemoryCheckpointer::round_finished_everywhere() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pin_round_ >= 0 && round_ok_) pin_done_ = pin_round_;
+  pin_round_ = -1;
 }
 
 double MemoryCheckpointer::finish_stage1() {
@@ -185,33 +227,43 @@ void MemoryCheckpointer::agree_interval(double step_seconds) {
   interval_ = static_cast<int>(want);
 }
 
-void MemoryCheckpointer::worker_main() {
+void MemoryCheckpointer::worker_main(bool local) {
   restore_thread_affinity();  // not the training thread's CPU
+  std::deque<Job>& queue = local ? local_jobs_ : jobs_;
   // The slots' pages first, while the first steps run: a first save into a fresh slot would pay
   // for them inside its copy, which the next update waits for.
-  for (SnapshotFile& f : own_) f.prefault();
-  for (auto& slots : held_)
-    for (SnapshotFile& f : slots) f.prefault();
+  if (!local) {
+    for (SnapshotFile& f : own_) f.prefault();
+    for (auto& slots : held_)
+      for (SnapshotFile& f : slots) f.prefault();
+  }
   for (;;) {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !jobs_.empty() || stop_; });
-      if (jobs_.empty()) return;
-      job = jobs_.front();
+      cv_.wait(lock, [&] { return !queue.empty() || stop_; });
+      if (queue.empty()) return;
+      job = queue.front();
     }
     MemoryOutcome out;
     try {
       out = run_job(job);
     } catch (const std::exception& e) {
-      out.step = job.step, out.ok = false, out.message = e.what();
+      out.step = job.step, out.ok = false, out.local = !job.replicate, out.message = e.what();
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      jobs_.pop_front();
-      copying_ = false;
-      working_ = !jobs_.empty();
-      last_cost_s_ = out.worker_cpu_seconds;
+      queue.pop_front();
+      if (copy_slot_ == job.slot) copying_ = false, copy_slot_ = -1;  // it failed during its copy
+      slot_busy_[job.slot] = false;
+      if (!out.ok) slot_step_[job.slot] = -1;  // whatever it holds is not that step
+      if (local) {
+        local_working_ = !queue.empty();
+      } else {
+        working_ = !queue.empty();
+        last_cost_s_ = out.worker_cpu_seconds;
+        round_ok_ = out.ok;
+      }
       outcomes_.push_back(std::move(out));
     }
     cv_.notify_all();
@@ -220,10 +272,9 @@ void MemoryCheckpointer::worker_main() {
 
 MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
   MemoryOutcome out;
-  out.step = job.step, out.bytes = payload_bytes_;
+  out.step = job.step, out.bytes = payload_bytes_, out.local = !job.replicate;
   const double cpu0 = thread_cpu_seconds();
-  SnapshotFile& f = own_[next_slot_];
-  next_slot_ ^= 1;
+  SnapshotFile& f = own_[job.slot];
   Stopwatch w;
   {
     TraceScope span("memory-snapshot-copy");
@@ -240,7 +291,7 @@ MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
   out.copy_seconds = w.seconds();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    copying_ = false;  // the state may change now (the optimizer update)
+    if (copy_slot_ == job.slot) copying_ = false, copy_slot_ = -1;  // the state may change now (the update)
   }
   cv_.notify_all();
   lower_thread_priority();
@@ -248,12 +299,15 @@ MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
   f.complete(job.header);
   out.hash_seconds = w.seconds();
   w.restart();
-  replicate(job, out);
+  if (job.replicate) replicate(job, out);
   out.replicate_seconds = w.seconds();
   out.worker_cpu_seconds = thread_cpu_seconds() - cpu0;
   out.ok = true;
-  out.message = fmt::format("step {}: {:.1f} MiB in memory ({} own), {} replica(s) sent, {} held", job.step,
-                            payload_bytes_ / 1048576.0, f.path(), dests_.size(), sources_.size());
+  out.message = job.replicate ? fmt::format("step {}: {:.1f} MiB in memory ({} own), {} replica(s) sent, {} held",
+                                            job.step, payload_bytes_ / 1048576.0, f.path(), dests_.size(),
+                                            sources_.size())
+                              : fmt::format("step {}: {:.1f} MiB in memory ({} own, local: a round is in flight)",
+                                            job.step, payload_bytes_ / 1048576.0, f.path());
   return out;
 }
 
@@ -262,7 +316,7 @@ MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
 void MemoryCheckpointer::replicate(const Job& job, MemoryOutcome& out) {
   if (!group_ || (dests_.empty() && sources_.empty())) return;
   TraceScope span("memory-snapshot-replicate");
-  const SnapshotFile& own = own_[next_slot_ ^ 1];
+  const SnapshotFile& own = own_[job.slot];
   std::vector<SnapshotHeader> in(sources_.size());
   std::vector<CommWork> works;
   for (size_t i = 0; i < sources_.size(); i++)
@@ -271,6 +325,7 @@ void MemoryCheckpointer::replicate(const Job& job, MemoryOutcome& out) {
   for (CommWork& c : works) c.wait();
   works.clear();
   ckpt_fault_point("mem_send", who_.rank, job.step);
+  ckpt_fault_point("slow_send", who_.rank, job.step);
   std::vector<SnapshotFile*> targets;
   for (size_t i = 0; i < sources_.size(); i++) {
     MS_CHECK(in[i].step == job.step && in[i].rank == sources_[i] && in[i].payload_bytes == bytes_of_[sources_[i]],

@@ -14,17 +14,24 @@
 // which copies them into the snapshot (finish_stage1(), before the next optimizer update, waits
 // for that copy only: the state changes in the update), then at low priority hashes it (XXH64),
 // marks it complete and exchanges replicas with its peers on the `memory` group (its own
-// communication stream: comm/rank_grid.h), every rank at the same step. Two slots per snapshot
-// (own and each replica) alternate, so the newest complete copy stays intact while the next one
-// is written; a rank starts a new save only when no rank has one in flight (agreed at the step
-// boundary), so the newest step every rank completed is always whole somewhere.
+// communication stream: comm/rank_grid.h), every rank at the same step: a replication round. A
+// round starts only where no rank has one in flight (agreed at the step boundary); at a due step
+// where one is still in flight (a replica takes longer than a step over a slow link), each rank
+// takes a LOCAL snapshot instead, on a second worker (copy and hash, no transfer), so that a rank
+// whose host survives restarts from at most one step back. Own snapshots rotate over
+// kOwnSnapshotSlots files: a save never overwrites the copy of the last round every rank finished
+// (pinned until the next one is finished everywhere: a lost host's state comes back from that
+// round's replicas, the survivors' from their own copy of the same step), nor the one the round in
+// flight is sending, nor one still being hashed; of the rest it takes the oldest. Each replica has
+// two slots, alternating per round, so the newest complete replica stays intact while the next
+// one arrives.
 // Replica placement (replica_destinations): the rank at the same position on each of the next
 // `replicas` hosts (host order of the world's ranks): one host's loss never takes a rank's snapshot
 // and all its replicas.
 // The interval: checkpoint.memory_every = N > 0 fixes it; -1 (auto) starts at every step and, after
-// each save that every rank finished, agrees (max over ranks) on the smallest interval at which a
-// save costs at most 5% of the steps it spans: its cost being the training thread's stall plus the
-// worker's CPU time (on shared cores the worker's CPU is taken from training).
+// each round that every rank finished, agrees (max over ranks) on the smallest interval at which a
+// round costs at most 5% of the steps it spans: its cost being the worker's CPU time (on shared
+// cores the worker's CPU is taken from training). Local snapshots are due at the same steps.
 #pragma once
 #include <array>
 #include <atomic>
@@ -66,7 +73,7 @@ struct MemorySaveStats {
 
 struct MemoryOutcome {
   int step = 0;
-  bool ok = false;
+  bool ok = false, local = false;  // local: a snapshot without replicas
   std::string message;
   double copy_seconds = 0, hash_seconds = 0, replicate_seconds = 0, worker_cpu_seconds = 0;
   uint64_t bytes = 0, replica_bytes = 0;  // own payload; replica payloads received
@@ -83,13 +90,20 @@ class MemoryCheckpointer {
   MemoryCheckpointer(const MemoryCheckpointer&) = delete;
   MemoryCheckpointer& operator=(const MemoryCheckpointer&) = delete;
 
-  // A save is in flight on this rank (copy, hash or replication).
+  // A replication round is in flight on this rank (its copy, hash or transfer).
   bool busy() const;
-  // At a boundary where no rank has a save in flight (agreed): whether the save of `step` is due.
+  // Whether a snapshot of `step` is due (a round where none is in flight anywhere, else a local one).
   bool due(int step) const { return interval_ > 0 && step % interval_ == 0; }
   int interval() const { return interval_; }
-  // Stage 1 at the step boundary after `step` optimizer steps (every rank at the same step).
+  // Stage 1 of a round at the step boundary after `step` optimizer steps (every rank at the same
+  // step, where no rank has a round in flight: agreed).
   MemorySaveStats save(int step, DataLoader::Position data, uint64_t tokens, float loss);
+  // A local snapshot (no replicas) at a due boundary where a round is in flight somewhere; none
+  // (saved = false) while this rank's last local one is still being hashed.
+  MemorySaveStats save_local(int step, DataLoader::Position data, uint64_t tokens, float loss);
+  // At the first boundary where every rank finished the last round (agreed): its own copy becomes
+  // the pinned one (if the round succeeded here), the previous pin is released.
+  void round_finished_everywhere();
   // Before the next optimizer update: waits for the copy of a save still running; seconds waited.
   double finish_stage1();
   // Collective over the group, at a boundary where every rank's last save just finished (agreed):
@@ -101,10 +115,13 @@ class MemoryCheckpointer {
 
  private:
   struct Job {
-    int step = 0;
+    int step = 0, slot = 0;
+    bool replicate = true;  // a round; false: a local snapshot
     SnapshotHeader header{};
   };
-  void worker_main();
+  Job make_job(int step, DataLoader::Position data, uint64_t tokens, float loss, bool replicate);
+  int pick_slot() const;  // under mu_: the oldest own slot a save may overwrite, -1 if none
+  void worker_main(bool local);
   MemoryOutcome run_job(const Job& job);
   void replicate(const Job& job, MemoryOutcome& out);
 
@@ -118,19 +135,23 @@ class MemoryCheckpointer {
   std::vector<int> host_of_;           // world rank -> host
   std::vector<uint64_t> bytes_of_;     // world rank -> payload bytes
   std::vector<int> dests_, sources_;   // who holds my replicas; whose replicas I hold
-  std::array<SnapshotFile, 2> own_;
+  std::array<SnapshotFile, kOwnSnapshotSlots> own_;
+  std::array<int, kOwnSnapshotSlots> slot_step_{};  // the step each own slot holds or is getting (-1: none)
+  std::array<bool, kOwnSnapshotSlots> slot_busy_{};  // a worker writes or hashes it
+  int pin_round_ = -1, pin_done_ = -1;  // the round in flight's slot; the last round finished everywhere
+  bool round_ok_ = true;                // the last round succeeded on this rank
   std::vector<std::array<SnapshotFile, 2>> held_;  // per source, two slots
-  int next_slot_ = 0;
   std::vector<int> held_next_;         // per source: the slot its next replica goes to
   int interval_ = 1;
-  double last_cost_s_ = 0;             // the last save's stall + worker CPU seconds
+  double last_cost_s_ = 0;             // the last round's worker CPU seconds
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> jobs_;
-  bool copying_ = false, working_ = false, stop_ = false;
+  std::deque<Job> jobs_, local_jobs_;
+  bool copying_ = false, working_ = false, local_working_ = false, stop_ = false;
+  int copy_slot_ = -1;  // the own slot whose copy the next update waits for
   std::vector<MemoryOutcome> outcomes_;
-  std::thread worker_;
+  std::thread worker_, local_worker_;
 };
 
 }  // namespace ms

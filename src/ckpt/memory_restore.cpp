@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kMaxCopies = 18;  // 2 own + 2 per source, up to 8 sources (checkpoint.memory_replicas <= 8)
+constexpr int kMaxCopies = kOwnSnapshotSlots + 16;  // own slots + 2 per source, up to 8 sources (memory_replicas <= 8)
 
 using Copy = MemoryCopy;
 struct RankInfo {
@@ -69,7 +69,7 @@ std::vector<std::pair<Copy, std::string>> scan(const std::string& dir, int me, u
     if (!check_snapshot(*f, want_layout ? *want_layout : h.layout, false).empty() || h.rank != owner) return;
     out.push_back({Copy{owner, me, h.step, slot, h.layout}, path});
   };
-  for (int s = 0; s < 2; s++) add(dir + "/" + own_snapshot_name(me, s), me, s, &layout);
+  for (int s = 0; s < kOwnSnapshotSlots; s++) add(dir + "/" + own_snapshot_name(me, s), me, s, &layout);
   for (const auto& e : fs::directory_iterator(dir)) {
     int holder = -1, owner = -1, slot = -1;
     const std::string name = e.path().filename().string();

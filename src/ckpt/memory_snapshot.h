@@ -85,6 +85,9 @@ class SnapshotFile {
 std::string check_snapshot(const SnapshotFile& f, uint64_t layout, bool verify_hash = true);
 
 // File names in a snapshot folder.
+// A rank's own snapshots rotate over kOwnSnapshotSlots files (memory_checkpointer.h says which a
+// save may overwrite).
+inline constexpr int kOwnSnapshotSlots = 4;
 std::string own_snapshot_name(int rank, int slot);
 std::string replica_snapshot_name(int holder, int owner, int slot);
 

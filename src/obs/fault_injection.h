@@ -61,7 +61,7 @@ struct FaultSpec {
 // (ckpt/ckpt_fault.h says what each does).
 inline constexpr std::string_view kCkptPoints[] = {"slow_copy", "stage1",      "nan_state",      "slow_write",
                                                    "mid_file",  "write_error", "before_publish", "before_latest",
-                                                   "mem_copy",  "mem_send",    "mem_flip"};
+                                                   "mem_copy",  "mem_send",    "mem_flip",       "slow_send"};
 
 // Parses a MEGASCALE_FAULT value (every entry validated).
 std::vector<FaultSpec> parse_faults(std::string_view text);

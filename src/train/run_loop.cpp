@@ -77,19 +77,28 @@ void save_checkpoint(TrainingRun& run, int step, bool exit_now, float loss) {
 }
 
 // In-memory checkpoints at a step boundary (ckpt/memory_checkpointer.h): outcomes logged; where no
-// rank has a save in flight (agreed), the interval re-agreed after a save every rank finished, and
-// the next save started when due. Every rank takes the same branches.
+// rank has a round in flight (agreed), the last round's copy pinned and the interval re-agreed
+// after a round every rank finished, and the next round started when due; where one is in flight,
+// a local snapshot when due. Every rank takes the same branches.
 void memory_boundary(TrainingRun& run, int step, bool busy_anywhere, float loss, double step_seconds) {
   MemoryCheckpointer& mem = *run.memory;
   for (const MemoryOutcome& o : mem.take_outcomes()) {
-    record_event(o.ok ? "memory snapshot" : "memory snapshot failed",
+    record_event(o.ok ? (o.local ? "memory snapshot local" : "memory snapshot") : "memory snapshot failed",
                  fmt::format("step {}: copy {:.1f} ms, hash {:.1f} ms, replication {:.1f} ms ({:.1f} MiB in), worker "
                              "CPU {:.1f} ms", o.step, o.copy_seconds * 1e3, o.hash_seconds * 1e3,
                              o.replicate_seconds * 1e3, o.replica_bytes / 1048576.0, o.worker_cpu_seconds * 1e3));
     if (!o.ok) run.log->message("checkpoint", fmt::format("in-memory snapshot of step {} failed: {}", o.step, o.message));
   }
-  if (busy_anywhere) return;
-  if (run.memory_saved) {  // every rank finished the last save: its cost decides the interval
+  if (busy_anywhere) {
+    if (mem.due(step)) {
+      const MemorySaveStats st = mem.save_local(step, run.train->position(),
+                                                run.tokens_per_step() * static_cast<uint64_t>(step), loss);
+      if (st.saved) record_event("memory snapshot local stage 1", fmt::format("step {}: {:.2f} ms", step, st.seconds * 1e3));
+    }
+    return;
+  }
+  if (run.memory_saved) {  // every rank finished the last round: its copy pinned, its cost decides the interval
+    mem.round_finished_everywhere();
     mem.agree_interval(step_seconds);
     run.memory_saved = false;
   }
