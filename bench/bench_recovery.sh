@@ -213,8 +213,8 @@ if path == "memory":
                  f"over {len(steady)} save(s) beside training; the first save into each slot (first touch of its "
                  f"tmpfs pages): copy {med(first_two, 'copy')}, replication {med(first_two, 'replication')}"))
     if mib:
-        rows.append(("host memory per rank for in-memory checkpoints", f"{4 * mib / 1024:.2f} GiB",
-                     f"2 slots of its own {mib:.1f} MiB snapshot + 2 slots of the replica it holds (tmpfs)"))
+        rows.append(("host memory per rank for in-memory checkpoints", f"{6 * mib / 1024:.2f} GiB",
+                     f"4 slots of its own {mib:.1f} MiB snapshot + 2 slots of the replica it holds (tmpfs)"))
 table = "| phase | time | notes |\n|---|---:|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
 notes = []
 if rc != 0:

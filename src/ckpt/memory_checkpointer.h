@@ -19,7 +19,7 @@
 // where one is still in flight (a replica takes longer than a step over a slow link), each rank
 // takes a LOCAL snapshot instead, on a second worker (copy and hash, no transfer), so that a rank
 // whose host survives restarts from at most one step back. Own snapshots rotate over
-// kOwnSnapshotSlots files: a save never overwrites the copy of the last round every rank finished
+// kOwnSnapshotSlots (4) files: a save never overwrites the copy of the last round every rank finished
 // (pinned until the next one is finished everywhere: a lost host's state comes back from that
 // round's replicas, the survivors' from their own copy of the same step), nor the one the round in
 // flight is sending, nor one still being hashed; of the rest it takes the oldest. Each replica has

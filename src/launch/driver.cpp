@@ -512,11 +512,20 @@ class Driver {
   }
 
   // Carries out an exclusion the policy made: logged, and its executor told to exit (its ranks are
-  // stopped already).
+  // stopped already). A dead executor's memory folder, where it is on this machine (local and
+  // emulated hosts), goes now, as a lost machine's memory would: hosts emulated on one machine
+  // would otherwise hold a lost host's snapshots beside the spare's until the job ends.
   void announce_exclusion(Host& h, const std::string& why) {
     events_->log("host_excluded", {{"host", h.spec.index}, {"name", h.spec.name}, {"reason", why}});
     dlog().warn("host {} ({}) excluded: {}", h.spec.index, h.spec.name, why);
     if (h.exec.alive() && phase_ != Phase::kRunning) end_executor(h, false);
+    if (!h.exec.alive()) remove_local_mem_dir(h);
+  }
+
+  static void remove_local_mem_dir(const Host& h) {
+    std::error_code ec;
+    if (!h.mem_dir.empty() && fs::path(h.mem_dir).filename().string().starts_with("megascale-mem-"))
+      fs::remove_all(h.mem_dir, ec);
   }
 
   // ---- self-checks ----------------------------------------------------------------------------
@@ -668,11 +677,7 @@ class Driver {
     for (Host& h : hosts_) end_executor(h, false);
     // An executor that died (a lost host) could not remove its memory folder: where it is on this
     // machine (local and emulated hosts), it goes now; a remote one went with its host.
-    for (const Host& h : hosts_) {
-      std::error_code ec;
-      if (!h.mem_dir.empty() && fs::path(h.mem_dir).filename().string().starts_with("megascale-mem-"))
-        fs::remove_all(h.mem_dir, ec);
-    }
+    for (const Host& h : hosts_) remove_local_mem_dir(h);
     JobSummary sum;
     sum.exit_code = result_.exit_code, sum.reason = result_.reason;
     sum.faults = policy_->faults();

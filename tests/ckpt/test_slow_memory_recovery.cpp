@@ -101,18 +101,18 @@ TEST(SlowMemoryRecovery, ARoundHeldUpLeavesLocalSnapshotsAndAKilledRankLosesAtMo
   DriverJob& job = memory_job();
   memory_baseline();
   // Round 4 is held 3 s on rank 0 (so on every rank: they exchange with it); steps 5.. take local
-  // snapshots meanwhile. Rank 2 is killed in step 9's forward, while the round may still be in flight.
+  // snapshots meanwhile. Rank 2 pauses 1 s at the start of step 9 (its step-8 snapshot completes)
+  // and is killed in its forward, while the round is still in flight.
   const DriverRun r = job.run("local", "localhost*2", 2,
                               {{"MEGASCALE_FAULT", "sleep:rank=0:step=4:seconds=1;ckpt:point=slow_send:rank=0:step=4;"
-                                                   "sleep:rank=0:step=8:seconds=1;crash:rank=2:step=9:seg=forward"}},
+                                                   "sleep:rank=2:step=9:seconds=1;crash:rank=2:step=9:seg=forward"}},
                               {}, kMemoryEveryStep);
   expect_memory_recovered(job, "local", r, {"memory"}, 1);
   const auto rec = r.of("recovery").at(0);
   EXPECT_EQ(rec.value("memory_local", 0), 4) << rec.dump();
-  // Step 8's local snapshot, or step 7's where 8's was skipped (7's still being hashed) or still
-  // being copied at the kill. No round can have finished since step 4's: it is held 3 s, steps 5-8
-  // take ~1.3 s (the pause at 8 included); without local snapshots the newest copy every rank has
-  // would be round 4's.
+  // Step 8's local snapshot, or step 7's where 8's was skipped on a rank (its worker still hashing
+  // 7's). No round can have finished since step 4's: it is held 3 s, steps 5-9 take ~1.5 s (the
+  // pause at 9 included); without local snapshots the newest copy every rank has would be round 4's.
   EXPECT_GE(rec.value("step", 0), 7) << rec.dump();
 }
 
