@@ -4,7 +4,8 @@
 // SIGKILL (as a lost machine would), except `write_error`, which raises an I/O error in the writer
 // (as a full disk would), `nan_state`, which puts a NaN into the snapshot (as a corrupted optimizer
 // state would), `slow_write` / `slow_copy`, which make the writer / the stage-1 copy take 1 s
-// longer, and `slow_send`, which holds an in-memory replication round 3 s (as a slow link would). The attempt rule is MEGASCALE_FAULT's: an entry applies only when $MEGASCALE_RESTART_COUNT
+// longer, and `slow_send`, which holds an in-memory replication round 3 s (as a slow link would).
+// The attempt rule is MEGASCALE_FAULT's: an entry applies only when $MEGASCALE_RESTART_COUNT
 // (unset: 0) equals K; attempt=all on every attempt; default attempt 0.
 // Points, in the order a save passes them (obs/fault_injection.h kCkptPoints):
 //   slow_copy       before the stage-1 copy (copier thread, beside the next step)

@@ -144,7 +144,7 @@ MemoryCheckpointer::~MemoryCheckpointer() {
 
 bool MemoryCheckpointer::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return working_ || !jobs_.empty();
+  return !jobs_.empty();  // a job leaves its queue when its worker is done with it
 }
 
 MemoryCheckpointer::Job MemoryCheckpointer::make_job(int step, DataLoader::Position data, uint64_t tokens, float loss,
@@ -166,37 +166,31 @@ int MemoryCheckpointer::pick_slot() const {
   return best;
 }
 
-MemorySaveStats MemoryCheckpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
-  TraceScope span("memory-snapshot");
+MemorySaveStats MemoryCheckpointer::enqueue(int step, DataLoader::Position data, uint64_t tokens, float loss,
+                                            bool replicate) {
+  TraceScope span(replicate ? "memory-snapshot" : "memory-snapshot-local");
   const Stopwatch w;
-  Job j = make_job(step, data, tokens, loss, true);
+  Job j = make_job(step, data, tokens, loss, replicate);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    j.slot = pick_slot();  // pinned: at most the last round's; busy: at most one local snapshot's
-    MS_CHECK(j.slot >= 0, "in-memory checkpoint: no own slot free at step {}", step);
-    slot_busy_[j.slot] = true, slot_step_[j.slot] = step, pin_round_ = j.slot, copy_slot_ = j.slot;
-    jobs_.push_back(j);
-    copying_ = working_ = true;
+    if (!replicate && (!local_jobs_.empty() || copy_slot_ >= 0)) return {};
+    j.slot = pick_slot();  // a round: pinned at most the last round's slot, busy at most one local one's
+    MS_CHECK(j.slot >= 0 || !replicate, "in-memory checkpoint: no own slot free at step {}", step);
+    if (j.slot < 0) return {};
+    slot_busy_[j.slot] = true, slot_step_[j.slot] = step, copy_slot_ = j.slot;
+    if (replicate) pin_round_ = j.slot;
+    (replicate ? jobs_ : local_jobs_).push_back(j);
   }
   cv_.notify_all();
   return MemorySaveStats{true, w.seconds(), payload_bytes_};
 }
 
+MemorySaveStats MemoryCheckpointer::save(int step, DataLoader::Position data, uint64_t tokens, float loss) {
+  return enqueue(step, data, tokens, loss, true);
+}
+
 MemorySaveStats MemoryCheckpointer::save_local(int step, DataLoader::Position data, uint64_t tokens, float loss) {
-  TraceScope span("memory-snapshot-local");
-  const Stopwatch w;
-  Job j = make_job(step, data, tokens, loss, false);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (local_working_ || copying_) return {};
-    j.slot = pick_slot();
-    if (j.slot < 0) return {};
-    slot_busy_[j.slot] = true, slot_step_[j.slot] = step, copy_slot_ = j.slot;
-    local_jobs_.push_back(j);
-    copying_ = local_working_ = true;
-  }
-  cv_.notify_all();
-  return MemorySaveStats{true, w.seconds(), payload_bytes_};
+  return enqueue(step, data, tokens, loss, false);
 }
 
 void MemoryCheckpointer::round_finished_everywhere() {
@@ -208,8 +202,8 @@ void MemoryCheckpointer::round_finished_everywhere() {
 double MemoryCheckpointer::finish_stage1() {
   const Stopwatch w;
   std::unique_lock<std::mutex> lock(mu_);
-  if (!copying_) return 0;
-  cv_.wait(lock, [&] { return !copying_; });
+  if (copy_slot_ < 0) return 0;
+  cv_.wait(lock, [&] { return copy_slot_ < 0; });
   return w.seconds();
 }
 
@@ -249,21 +243,15 @@ void MemoryCheckpointer::worker_main(bool local) {
     try {
       out = run_job(job);
     } catch (const std::exception& e) {
-      out.step = job.step, out.ok = false, out.local = !job.replicate, out.message = e.what();
+      out.step = job.step, out.local = !job.replicate, out.message = e.what();
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue.pop_front();
-      if (copy_slot_ == job.slot) copying_ = false, copy_slot_ = -1;  // it failed during its copy
+      if (copy_slot_ == job.slot) copy_slot_ = -1;  // it failed during its copy
       slot_busy_[job.slot] = false;
       if (!out.ok) slot_step_[job.slot] = -1;  // whatever it holds is not that step
-      if (local) {
-        local_working_ = !queue.empty();
-      } else {
-        working_ = !queue.empty();
-        last_cost_s_ = out.worker_cpu_seconds;
-        round_ok_ = out.ok;
-      }
+      if (!local) last_cost_s_ = out.worker_cpu_seconds, round_ok_ = out.ok;
       outcomes_.push_back(std::move(out));
     }
     cv_.notify_all();
@@ -291,7 +279,7 @@ MemoryOutcome MemoryCheckpointer::run_job(const Job& job) {
   out.copy_seconds = w.seconds();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (copy_slot_ == job.slot) copying_ = false, copy_slot_ = -1;  // the state may change now (the update)
+    if (copy_slot_ == job.slot) copy_slot_ = -1;  // the state may change now (the update)
   }
   cv_.notify_all();
   lower_thread_priority();

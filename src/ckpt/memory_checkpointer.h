@@ -120,6 +120,8 @@ class MemoryCheckpointer {
     SnapshotHeader header{};
   };
   Job make_job(int step, DataLoader::Position data, uint64_t tokens, float loss, bool replicate);
+  // save() (replicate) and save_local(): the job's slot taken and queued for its worker.
+  MemorySaveStats enqueue(int step, DataLoader::Position data, uint64_t tokens, float loss, bool replicate);
   int pick_slot() const;  // under mu_: the oldest own slot a save may overwrite, -1 if none
   void worker_main(bool local);
   MemoryOutcome run_job(const Job& job);
@@ -147,9 +149,9 @@ class MemoryCheckpointer {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> jobs_, local_jobs_;
-  bool copying_ = false, working_ = false, local_working_ = false, stop_ = false;
-  int copy_slot_ = -1;  // the own slot whose copy the next update waits for
+  std::deque<Job> jobs_, local_jobs_;  // a job stays at its queue's front until its worker is done
+  bool stop_ = false;
+  int copy_slot_ = -1;  // the own slot being copied, which the next update waits for (-1: none)
   std::vector<MemoryOutcome> outcomes_;
   std::thread worker_, local_worker_;
 };

@@ -195,9 +195,8 @@ void check_entry(std::string_view entry, std::string_view kind_text, const Fault
   }
   if (f.kind == "ckpt") {
     MS_CHECK(g.point, "MEGASCALE_FAULT entry '{}': ckpt needs point=P", entry);
-    MS_CHECK(known_ckpt_point(f.point), "MEGASCALE_FAULT entry '{}': unknown point '{}' (slow_copy, stage1, nan_state, "
-             "slow_write, mid_file, write_error, before_publish, before_latest, mem_copy, mem_send, mem_flip, "
-             "slow_send)", entry, f.point);
+    MS_CHECK(known_ckpt_point(f.point), "MEGASCALE_FAULT entry '{}': unknown point '{}' ({})", entry, f.point,
+             fmt::join(kCkptPoints, ", "));
     MS_CHECK(!g.rank || f.rank >= 0, "MEGASCALE_FAULT entry '{}': rank={} is not >= 0", entry, f.rank);
     MS_CHECK(!g.step || f.step >= 0, "MEGASCALE_FAULT entry '{}': step={} is not >= 0", entry, f.step);
     return;
