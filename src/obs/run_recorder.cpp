@@ -58,6 +58,8 @@ RunRecorder::RunRecorder(const std::string& path, int flush_ms) : path_(path), f
   h["format"] = 1;
   const ClockOffset o = clock_offset();
   h["clock"] = {{"offset_ns", o.offset_ns}, {"rtt_ns", o.rtt_ns}};
+  // The pair maps the file's (aligned) times to wall-clock time: unix = unix_ns + (t - aligned_ns).
+  h["aligned_ns"] = aligned_now_ns();
   h["unix_ns"] = unix_ns();
   {
     std::lock_guard lk(q_mu_);

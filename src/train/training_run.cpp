@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
+#include "base/aligned.h"         // set_huge_buffer_pages
 #include "base/atomic_file.h"     // write_text_atomic
 #include "base/check.h"           // MS_CHECK
 #include "base/device.h"          // require_device
@@ -133,6 +134,7 @@ void start_world(TrainingRun& run, const Config& cfg_in) {
   run.threads = cfg.train.threads > 0 ? cfg.train.threads
                                       : std::max(1, omp_get_num_procs() / std::max(1, env.local_world_size));
   omp_set_num_threads(run.threads);
+  set_huge_buffer_pages(cfg.train.huge_pages);  // before the model's buffers exist
   if (run.rank == 0) {
     fs::create_directories(run.out_dir());
     write_text_atomic(run.out_dir() + "/config.resolved.toml", to_toml(cfg));
