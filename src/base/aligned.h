@@ -23,10 +23,13 @@ namespace ms {
 
 namespace detail {
 inline std::atomic<bool> g_huge_buffer_pages{false};
+inline std::atomic<size_t> g_huge_advised_bytes{0};
 }
 // Whether buffers allocated from now on ask for transparent huge pages (2 MiB and larger ones).
 inline void set_huge_buffer_pages(bool on) { detail::g_huge_buffer_pages.store(on, std::memory_order_relaxed); }
 inline bool huge_buffer_pages() { return detail::g_huge_buffer_pages.load(std::memory_order_relaxed); }
+// Bytes of the live buffers the kernel took the advice for (0 where it has no transparent huge pages).
+inline size_t huge_advised_bytes() { return detail::g_huge_advised_bytes.load(std::memory_order_relaxed); }
 
 template <typename T>
 class AlignedBuffer {
@@ -36,11 +39,13 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)), mapped_(std::exchange(o.mapped_, 0)) {}
+      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)), mapped_(std::exchange(o.mapped_, 0)),
+        huge_(std::exchange(o.huge_, false)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr), n_ = std::exchange(o.n_, 0), mapped_ = std::exchange(o.mapped_, 0);
+      huge_ = std::exchange(o.huge_, false);
     }
     return *this;
   }
@@ -55,7 +60,10 @@ class AlignedBuffer {
     if (bytes >= kMapBytes) {  // page-aligned, zero-filled by the kernel on first touch
       void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
-      if (bytes >= kHugeBytes && huge_buffer_pages()) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+      if (bytes >= kHugeBytes && huge_buffer_pages() && ::madvise(p, bytes, MADV_HUGEPAGE) == 0) {  // advice only
+        huge_ = true;
+        detail::g_huge_advised_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      }
       ptr_ = static_cast<T*>(p), mapped_ = bytes;
     } else {
       ptr_ = static_cast<T*>(std::aligned_alloc(64, bytes));
@@ -76,6 +84,8 @@ class AlignedBuffer {
   static constexpr size_t kMapBytes = size_t{1} << 20;
   static constexpr size_t kHugeBytes = size_t{2} << 20;
   void release() {
+    if (huge_) detail::g_huge_advised_bytes.fetch_sub(mapped_, std::memory_order_relaxed);
+    huge_ = false;
     if (mapped_) ::munmap(ptr_, mapped_);
     else std::free(ptr_);
     ptr_ = nullptr, n_ = 0, mapped_ = 0;
@@ -83,6 +93,7 @@ class AlignedBuffer {
   T* ptr_ = nullptr;
   size_t n_ = 0;
   size_t mapped_ = 0;  // bytes mapped (0: heap)
+  bool huge_ = false;  // advised MADV_HUGEPAGE (counted in huge_advised_bytes)
 };
 
 }  // namespace ms

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>        // fmt::join
 #include <nlohmann/json.hpp>   // restore_rank<R>.json
 
+#include "base/aligned.h"       // huge_advised_bytes
 #include "base/atomic_file.h"   // write_text_atomic
 #include "base/check.h"         // MS_CHECK
 #include "base/thread_pin.h"    // pin_omp_threads
@@ -206,6 +207,12 @@ void build_model(TrainingRun& run) {
                                               : std::string("every step while it costs <= 5% (auto)")));
   }
   if (run.memory) run.startup.mark("memory checkpointer");
+  if (cfg.train.huge_pages)
+    log.message("memory", huge_advised_bytes() > 0
+                              ? fmt::format("train.huge_pages: {:.1f} MiB of buffers advised onto transparent huge pages",
+                                            huge_advised_bytes() / 1048576.0)
+                              : std::string("train.huge_pages: no buffer took the advice (no transparent huge pages "
+                                            "in this kernel, or no buffer of 2 MiB or more): 4 KiB pages"));
   run.trainer->set_before_update([&run] {
     run.stage1_wait_s = run.ckpt->finish_stage1() + (run.memory ? run.memory->finish_stage1() : 0.0);
   });

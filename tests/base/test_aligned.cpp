@@ -59,14 +59,23 @@ TEST(AlignedBuffer, HugePagesAreAdvisedOnlyWhenAskedAndOnlyForLargeBuffers) {
 
   ms::set_huge_buffer_pages(true);
   EXPECT_TRUE(ms::huge_buffer_pages());
-  ms::AlignedBuffer<float> huge(size_t{4} << 20);
-  const std::string huge_flags = vm_flags_of(huge.data());
-  if (kernel_has_thp())
-    EXPECT_NE(huge_flags.find(" hg "), std::string::npos) << "MADV_HUGEPAGE not recorded: " << huge_flags;
-  else
-    EXPECT_EQ(huge_flags.find(" hg "), std::string::npos) << huge_flags;
-  for (size_t i = 0; i < huge.size(); i += 4096) huge[i] = 1.0f;  // usable either way
-  EXPECT_EQ(huge[4096], 1.0f);
+  const size_t advised_before = ms::huge_advised_bytes();
+  {
+    ms::AlignedBuffer<float> huge(size_t{4} << 20);
+    const std::string huge_flags = vm_flags_of(huge.data());
+    if (kernel_has_thp()) {
+      EXPECT_NE(huge_flags.find(" hg "), std::string::npos) << "MADV_HUGEPAGE not recorded: " << huge_flags;
+      EXPECT_EQ(ms::huge_advised_bytes(), advised_before + (size_t{16} << 20));
+    } else {
+      EXPECT_EQ(huge_flags.find(" hg "), std::string::npos) << huge_flags;
+      EXPECT_EQ(ms::huge_advised_bytes(), advised_before);
+    }
+    for (size_t i = 0; i < huge.size(); i += 4096) huge[i] = 1.0f;  // usable either way
+    EXPECT_EQ(huge[4096], 1.0f);
+    ms::AlignedBuffer<float> moved(std::move(huge));  // the count follows the mapping, once
+    EXPECT_EQ(moved[4096], 1.0f);
+  }
+  EXPECT_EQ(ms::huge_advised_bytes(), advised_before) << "a freed buffer still counted";
 
   // Below 2 MiB no advice, even when asked.
   ms::AlignedBuffer<float> small(size_t{3} << 17);  // 1.5 MiB: mapped, not advised
