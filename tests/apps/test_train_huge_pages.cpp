@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,6 +36,7 @@ std::vector<std::string> losses(const std::string& log) {
   return out;
 }
 
+
 }  // namespace
 
 TEST_F(TrainHugePages, BuffersTakeTheAdviceAndTheLossesAreUnchanged) {
@@ -57,7 +57,7 @@ TEST_F(TrainHugePages, BuffersTakeTheAdviceAndTheLossesAreUnchanged) {
                                         " 2>&1");
     ASSERT_EQ(r.code, 0) << r.output;
     const std::string log = read_all(out + "/log.jsonl");
-    const bool thp = std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled");
+    const bool thp = ms::testing::kernel_takes_huge_page_advice();
     if (!huge) {
       EXPECT_EQ(log.find("train.huge_pages"), std::string::npos) << log;
       ref = losses(out + "/log.jsonl");

@@ -1,17 +1,18 @@
 // Tests of base/aligned.h: zeroed, aligned buffers on both allocation paths, and the huge-page
 // advice (train.huge_pages) as the kernel records it: the mapping's VmFlags in /proc/self/smaps carry
 // "hg" (VM_HUGEPAGE) exactly when the advice was given, wherever the kernel has transparent huge
-// pages (it refuses the advice only where they are compiled out: then no mapping carries it).
+// pages (it refuses the advice only where they are compiled out: then no mapping carries it; the
+// test asks the kernel itself which is the case).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "base/aligned.h"
+#include "common/test_util.h"
 
 namespace {
 
@@ -31,7 +32,6 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
-bool kernel_has_thp() { return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled"); }
 
 struct HugePagesOff {
   ~HugePagesOff() { ms::set_huge_buffer_pages(false); }
@@ -63,7 +63,7 @@ TEST(AlignedBuffer, HugePagesAreAdvisedOnlyWhenAskedAndOnlyForLargeBuffers) {
   {
     ms::AlignedBuffer<float> huge(size_t{4} << 20);
     const std::string huge_flags = vm_flags_of(huge.data());
-    if (kernel_has_thp()) {
+    if (ms::testing::kernel_takes_huge_page_advice()) {
       EXPECT_NE(huge_flags.find(" hg "), std::string::npos) << "MADV_HUGEPAGE not recorded: " << huge_flags;
       EXPECT_EQ(ms::huge_advised_bytes(), advised_before + (size_t{16} << 20));
     } else {

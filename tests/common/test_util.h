@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 #include <omp.h>       // omp_get_max_threads, omp_set_num_threads
+#include <sys/mman.h>  // mmap, madvise (kernel_takes_huge_page_advice)
 #include <sys/wait.h>  // WEXITSTATUS
 #include <unistd.h>    // getpid
 
@@ -97,6 +98,17 @@ inline CmdResult run_cmd(const std::string& cmd) {
 }
 
 // Whole file as bytes (empty if it cannot be read).
+// Whether this kernel takes MADV_HUGEPAGE at all (asked of it directly, on a mapping of our own):
+// the truth the huge-page tests (train.huge_pages) compare the buffers' advice with.
+inline bool kernel_takes_huge_page_advice() {
+  const size_t n = size_t{4} << 20;
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  const bool ok = ::madvise(p, n, MADV_HUGEPAGE) == 0;
+  ::munmap(p, n);
+  return ok;
+}
+
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
