@@ -195,8 +195,7 @@ rows = [
     ("kill → resumed as the driver learned it", f(total),
      "the driver's resumed event: the step's record reaches it through the 200 ms record flush and the 0.2 s heartbeat"),
     ("kill → state restored, training again (the first step started)",
-     f((rank_total if rank_total is not None else total) - first_step_s
-       if (rank_total if rank_total is not None else total) is not None and first_step_s is not None else None),
+     f(judged - first_step_s if judged is not None and first_step_s is not None else None),
      "the first step's end less its own time"),
     ("for comparison: attempt 0, start → step 1 done (no restore)", f(fresh),
      "kill time − attempt_start − step_ms of steps 2..kill step (an estimate, ≤ ~0.3 s high)"),
